@@ -1,0 +1,141 @@
+"""TextCraft-Synth, the dataset: a ``datasets`` builder for every config, and the project's command line.
+
+>>> from datasets import load_dataset
+>>> tasks = load_dataset("apurvaga/textcraft-synth")            # the Parquet files, no script runs
+>>> from textcraft_synth import TextCraftSynth                    # or rebuild a config from data/
+>>> builder = TextCraftSynth(config_name="medium")
+>>> builder.download_and_prepare(); medium = builder.as_dataset()
+
+``python -m textcraft_synth --help`` lists the commands (``build-data``, ``build``, ``replay``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Tuple
+
+import datasets
+from datasets.builder import Key
+
+from tcsynth import game, records, store
+from tcsynth.configs import CONFIGS, DEFAULT_CONFIG
+from tcsynth.game import Game, Verdict, World, parse_tool_call, replay
+from tcsynth.records import engine_task, gold_tool_calls, source_from_row, source_line
+
+__all__ = [
+    "TextCraftSynth",
+    "TextCraftSynthConfig",
+    "Game",
+    "World",
+    "Verdict",
+    "replay",
+    "parse_tool_call",
+    "engine_task",
+    "gold_tool_calls",
+    "source_from_row",
+    "source_line",
+    "load_world",
+    "verify_row",
+    "main",
+]
+
+_DESCRIPTION = (
+    "TextCraft-Synth (textcraft-synth@1): a text crafting game for training and evaluating LLM agents on "
+    "long-horizon planning. 3,154 tasks (2,522 train, 632 val) with gold trajectories, over a world of "
+    "1,452 items and recipes up to 12 levels deep."
+)
+_HOMEPAGE = "https://huggingface.co/datasets/apurvaga/textcraft-synth"
+_LICENSE = "MIT"
+_CITATION = """\
+@article{gandhi2026rao,
+  title   = {Recursive Agent Optimization},
+  author  = {Gandhi, Apurva and Chakraborty, Satyaki and Wang, Xiangjun and Kumar, Aviral and Neubig, Graham},
+  journal = {arXiv preprint arXiv:2605.06639},
+  year    = {2026}
+}
+"""
+
+
+@dataclass
+class TextCraftSynthConfig(datasets.BuilderConfig):
+    """Settings of one TextCraft-Synth config.
+
+    Args:
+        records_dir (`str`, *optional*): the ``data/`` directory to read the records from; defaults to the
+            one beside this file.
+        difficulties (`tuple[str, ...]`, *optional*): keep only task rows of these difficulties
+            (``easy``, ``medium``, ``hard``, ``extreme``); ignored by ``recipes``.
+        verify (`bool`, defaults to `True`): replay every task's gold trajectory in the engine while
+            generating, and fail on one that does not reach the goal.
+    """
+
+    records_dir: Optional[str] = None
+    difficulties: Optional[Tuple[str, ...]] = None
+    verify: bool = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.difficulties is not None:
+            self.difficulties = tuple(self.difficulties)
+            unknown = [d for d in self.difficulties if d not in records.DIFFICULTIES]
+            if unknown:
+                raise ValueError(
+                    "unknown difficulties %s; choose from %s" % (unknown, ", ".join(records.DIFFICULTIES))
+                )
+
+
+class TextCraftSynth(datasets.GeneratorBasedBuilder):
+    """Every config of the dataset, generated from the records in ``data/`` (see ``tcsynth.configs``)."""
+
+    BUILDER_CONFIG_CLASS = TextCraftSynthConfig
+    BUILDER_CONFIGS = [TextCraftSynthConfig(name=spec.name, description=spec.description) for spec in CONFIGS.values()]
+    DEFAULT_CONFIG_NAME = DEFAULT_CONFIG
+
+    def _info(self) -> datasets.DatasetInfo:
+        spec = CONFIGS[self.config.name]
+        return datasets.DatasetInfo(
+            description=_DESCRIPTION + " " + spec.description,
+            features=spec.features,
+            homepage=_HOMEPAGE,
+            license=_LICENSE,
+            citation=_CITATION,
+        )
+
+    def _split_generators(self, dl_manager):
+        return [datasets.SplitGenerator(name=split, gen_kwargs={"split": split}) for split in CONFIGS[self.config.name].splits]
+
+    def _generate_examples(self, split: str):
+        spec = CONFIGS[self.config.name]
+        data = store.load_records(Path(self.config.records_dir) if self.config.records_dir else store.DEFAULT_DATA_DIR)
+        rows = spec.rows(data, split)
+        world = game.World(data.world_document) if spec.holds_tasks and self.config.verify else None
+        for number, row in enumerate(rows):
+            if spec.holds_tasks and self.config.difficulties and row["difficulty"] not in self.config.difficulties:
+                continue
+            if world is not None:
+                verify_row(row, world)
+            yield Key(0, number), row
+
+
+def load_world(data_dir: Optional[Path] = None) -> World:
+    """The engine's :class:`World` from ``data/recipes.json`` (or another ``data`` directory)."""
+    return World.from_file(Path(data_dir or store.DEFAULT_DATA_DIR) / records.RECIPES_FILE)
+
+
+def verify_row(row, world: World) -> Verdict:
+    """Replay a task row's gold trajectory; raise ``ValueError`` unless it reaches the goal."""
+    verdict = replay(world, engine_task(row), gold_tool_calls(row))
+    if not verdict.success:
+        raise ValueError("%s: the gold trajectory fails: %s" % (row["name"], verdict.reason))
+    return verdict
+
+
+def main(argv=None) -> int:
+    from tcsynth.cli import main as cli_main
+
+    return cli_main(argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

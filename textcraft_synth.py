@@ -76,7 +76,13 @@ class TextCraftSynthConfig(datasets.BuilderConfig):
 
     def __post_init__(self):
         super().__post_init__()
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming a bad setting (``datasets`` sets keyword options after construction)."""
         if self.difficulties is not None:
+            if isinstance(self.difficulties, str):
+                self.difficulties = (self.difficulties,)
             self.difficulties = tuple(self.difficulties)
             unknown = [d for d in self.difficulties if d not in records.DIFFICULTIES]
             if unknown:
@@ -91,6 +97,10 @@ class TextCraftSynth(datasets.GeneratorBasedBuilder):
     BUILDER_CONFIG_CLASS = TextCraftSynthConfig
     BUILDER_CONFIGS = [TextCraftSynthConfig(name=spec.name, description=spec.description) for spec in CONFIGS.values()]
     DEFAULT_CONFIG_NAME = DEFAULT_CONFIG
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.config.validate()
 
     def _info(self) -> datasets.DatasetInfo:
         spec = CONFIGS[self.config.name]

@@ -7,6 +7,8 @@ status, never a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -107,7 +109,17 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("-q", "--quiet", action="store_true", help="print only the verdict")
     data_dir_option(sub)
     sub.set_defaults(run=cmd_replay)
+
+    # Each product module adds its own subcommands with `register_cli(commands)`.
+    for module_name in _COMMAND_MODULES:
+        if importlib.util.find_spec(module_name) is not None:  # while products are being added
+            module = importlib.import_module(module_name)
+            if hasattr(module, "register_cli"):
+                module.register_cli(commands)
     return top
+
+
+_COMMAND_MODULES = ("tcsynth.sft", "tcsynth.harbor", "tcsynth.evaluate")
 
 
 def main(argv: Optional[List[str]] = None) -> int:

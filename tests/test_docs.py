@@ -1,0 +1,48 @@
+"""README.md (the dataset card and manual) tells the truth about configs, files and commands."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from tcsynth.configs import CONFIGS, DEFAULT_CONFIG
+
+
+def _card(repo):
+    text = (repo / "README.md").read_text()
+    match = re.match(r"---\n(.*?)\n---\n", text, re.S)
+    assert match, "README.md must start with a YAML header"
+    return yaml.safe_load(match.group(1)), text
+
+
+def test_yaml_configs_match_the_builder_configs_and_files(repo):
+    header, _ = _card(repo)
+    declared = {entry["config_name"]: entry for entry in header["configs"]}
+    assert list(declared) == list(CONFIGS)
+    for name, entry in declared.items():
+        assert entry.get("default", False) == (name == DEFAULT_CONFIG)
+        files = {item["split"]: item["path"] for item in entry["data_files"]}
+        assert list(files) == list(CONFIGS[name].splits)
+        for split, path in files.items():
+            assert path == "data/%s/%s.parquet" % (name, split)
+            assert (repo / path).is_file(), path
+    assert header["license"] == "mit"
+
+
+def test_ci_runs_exactly_the_readme_test_command(repo):
+    _, text = _card(repo)
+    commands = re.findall(r"```bash\n(python3 -m venv[^\n]*)\n```", text)
+    test_commands = [c for c in commands if "pytest" in c]
+    assert len(test_commands) == 1
+    ci_lines = [line for line in (repo / ".ci" / "run").read_text().splitlines() if line and not line.startswith(("#", "set ", "cd "))]
+    assert ci_lines == test_commands
+
+
+def test_readme_names_only_subcommands_that_exist(repo):
+    from tcsynth.cli import parser
+
+    _, text = _card(repo)
+    named = set(re.findall(r"python -m textcraft_synth ([a-z][a-z-]+)", text))
+    choices = set(parser()._subparsers._group_actions[0].choices)
+    assert named and named <= choices, named - choices

@@ -1,0 +1,82 @@
+"""`load_dataset` on the checkout (datasets 5.x, Parquet + README configs) and the builder class agree."""
+
+from __future__ import annotations
+
+import datasets
+import pytest
+
+from tcsynth import records, store
+from tcsynth.configs import CONFIGS, TASK_FEATURES
+from textcraft_synth import TextCraftSynth
+
+EXPECTED_ROWS = {
+    "tasks": {"train": 2522, "val": 632},
+    "easy": {"train": 588, "val": 147},
+    "medium": {"train": 852, "val": 213},
+    "hard": {"train": 544, "val": 136},
+    "extreme": {"train": 538, "val": 136},
+    "recipes": {"train": 1452},
+}
+
+
+@pytest.fixture(scope="module")
+def hf_cache(tmp_path_factory, monkeypatch_module):
+    cache = tmp_path_factory.mktemp("hf")
+    monkeypatch_module.setenv("HF_HOME", str(cache))
+    monkeypatch_module.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch_module.setenv("HF_DATASETS_OFFLINE", "1")
+    return cache
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    patch = pytest.MonkeyPatch()
+    yield patch
+    patch.undo()
+
+
+def test_configs_cover_every_expected_config():
+    assert set(CONFIGS) == set(EXPECTED_ROWS)
+
+
+@pytest.mark.parametrize("config", sorted(EXPECTED_ROWS))
+def test_load_dataset_counts_and_schema(repo, hf_cache, config):
+    loaded = datasets.load_dataset(str(repo), config, cache_dir=str(hf_cache / "datasets"))
+    assert {split: len(rows) for split, rows in loaded.items()} == EXPECTED_ROWS[config]
+    for split in loaded:
+        assert loaded[split].features == CONFIGS[config].features
+    if CONFIGS[config].holds_tasks:
+        assert loaded["train"].features == TASK_FEATURES
+        assert set(loaded["val"]["difficulty"]) == ({config} if config != "tasks" else set(records.DIFFICULTIES))
+
+
+def test_default_config_is_tasks(repo, hf_cache):
+    train = datasets.load_dataset(str(repo), split="train", cache_dir=str(hf_cache / "datasets"))
+    assert train[0]["goal"] == "Craft the following items: 3x a1_i5"
+    assert train[0]["gold_trajectory"][0] == {
+        "item": "a9_i1", "crafts": 4, "count": 12, "ingredients": [{"item": "raw_a1", "count": 8}],
+    }
+
+
+@pytest.mark.parametrize("config", ["tasks", "hard", "recipes"])
+def test_builder_generates_the_parquet_rows(repo, tmp_path, config):
+    builder = TextCraftSynth(config_name=config, cache_dir=str(tmp_path))
+    builder.download_and_prepare()
+    built = builder.as_dataset()
+    for split in CONFIGS[config].splits:
+        parquet = store.read_parquet_rows(store.parquet_path(repo / "data", config, split))
+        assert built[split].to_list() == parquet
+        assert built[split].features == CONFIGS[config].features
+
+
+def test_builder_difficulty_option_filters_rows(tmp_path, data):
+    builder = TextCraftSynth(config_name="tasks", difficulties=("easy", "extreme"), cache_dir=str(tmp_path))
+    builder.download_and_prepare()
+    val = builder.as_dataset(split="val")
+    assert len(val) == 147 + 136
+    assert val["name"] == [row["name"] for row in data.tasks["val"] if row["difficulty"] in ("easy", "extreme")]
+
+
+def test_builder_rejects_unknown_difficulties():
+    with pytest.raises(ValueError, match="unknown difficulties"):
+        TextCraftSynth(config_name="tasks", difficulties=("impossible",))

@@ -64,8 +64,8 @@ class TextCraftSynthConfig(datasets.BuilderConfig):
     Args:
         records_dir (`str`, *optional*): the ``data/`` directory to read the records from; defaults to the
             one beside this file.
-        difficulties (`tuple[str, ...]`, *optional*): keep only task rows of these difficulties
-            (``easy``, ``medium``, ``hard``, ``extreme``); ignored by ``recipes``.
+        difficulties (`tuple[str, ...]`, *optional*): keep only rows of these difficulties
+            (``easy``, ``medium``, ``hard``, ``extreme``); ignored by ``recipes``, whose rows have none.
         verify (`bool`, defaults to `True`): replay every task's gold trajectory in the engine while
             generating, and fail on one that does not reach the goal.
     """
@@ -121,7 +121,8 @@ class TextCraftSynth(datasets.GeneratorBasedBuilder):
         rows = spec.rows(data, split)
         world = game.World(data.world_document) if spec.holds_tasks and self.config.verify else None
         for number, row in enumerate(rows):
-            if spec.holds_tasks and self.config.difficulties and row["difficulty"] not in self.config.difficulties:
+            difficulty = row.get("difficulty")  # recipe rows have none
+            if self.config.difficulties and difficulty is not None and difficulty not in self.config.difficulties:
                 continue
             if world is not None:
                 verify_row(row, world)

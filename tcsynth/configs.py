@@ -8,11 +8,11 @@ lists the same files (a test holds the three together).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import datasets
 
-from . import records
+from . import records, sft
 from .store import Records
 
 COUNTS = datasets.List({"item": datasets.Value("string"), "count": datasets.Value("int64")})
@@ -53,6 +53,24 @@ RECIPE_FEATURES = datasets.Features(
         "ingredients": COUNTS,
     }
 )
+
+# A conversation per task (see tcsynth.sft).  Messages and tools are JSON values, not Arrow structs: structs
+# would merge keys across messages (adding nulls), and tool-call arguments must reach chat templates as dicts.
+SFT_FEATURES = datasets.Features(
+    {
+        "name": datasets.Value("string"),
+        "split": datasets.Value("string"),
+        "difficulty": datasets.Value("string"),
+        "max_depth": datasets.Value("int64"),
+        "num_craft_steps": datasets.Value("int64"),
+        "messages": datasets.List(datasets.Json()),
+        "tools": datasets.Json(),
+        "num_turns": datasets.Value("int64"),
+        "num_tool_calls": datasets.Value("int64"),
+        "num_characters": datasets.Value("int64"),
+    }
+)
+assert tuple(SFT_FEATURES) == sft.SFT_COLUMNS
 
 RowsFn = Callable[[Records, str], List[Dict[str, Any]]]
 
@@ -113,6 +131,13 @@ def recipe_rows(store: Records, split: str = "train") -> List[Dict[str, Any]]:
     return rows
 
 
+def sft_rows(difficulty: Optional[str] = None) -> RowsFn:
+    def rows(store: Records, split: str) -> List[Dict[str, Any]]:
+        return sft.sft_rows(store, split, difficulty)
+
+    return rows
+
+
 def _all() -> Dict[str, ConfigSpec]:
     specs = [
         ConfigSpec("tasks", "Every task of textcraft-synth@1, in source order.", records.SPLITS, TASK_FEATURES, task_rows)
@@ -131,6 +156,27 @@ def _all() -> Dict[str, ConfigSpec]:
     specs.append(
         ConfigSpec("recipes", "The world: one row per item with its depth and recipe.", ("train",), RECIPE_FEATURES, recipe_rows, holds_tasks=False)
     )
+    specs.append(
+        ConfigSpec(
+            "sft",
+            "Every task as a tool-calling conversation for supervised fine-tuning, replayed to reward 1.0.",
+            records.SPLITS,
+            SFT_FEATURES,
+            sft_rows(),
+            holds_tasks=False,
+        )
+    )
+    for difficulty in records.DIFFICULTIES:
+        specs.append(
+            ConfigSpec(
+                "sft-" + difficulty,
+                "The %s tasks as tool-calling conversations for supervised fine-tuning." % difficulty,
+                records.SPLITS,
+                SFT_FEATURES,
+                sft_rows(difficulty),
+                holds_tasks=False,
+            )
+        )
     return {spec.name: spec for spec in specs}
 
 

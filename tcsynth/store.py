@@ -40,9 +40,25 @@ def parquet_path(data_dir: Path, config: str, split: str) -> Path:
     return Path(data_dir) / config / ("%s.parquet" % split)
 
 
+def _storage_type(data_type: pa.DataType) -> pa.DataType:
+    """``data_type`` with every extension type (``datasets.Json``: JSON text) replaced by its storage type."""
+    if isinstance(data_type, pa.BaseExtensionType):
+        return data_type.storage_type
+    if pa.types.is_list(data_type):
+        return pa.list_(data_type.value_field.with_type(_storage_type(data_type.value_type)))
+    if pa.types.is_struct(data_type):
+        return pa.struct([field.with_type(_storage_type(field.type)) for field in data_type])
+    return data_type
+
+
 def parquet_bytes(rows: List[Mapping[str, Any]], features: Any) -> bytes:
-    """The Parquet file of ``rows`` under the ``datasets`` features ``features`` (their metadata embedded)."""
-    table = pa.Table.from_pylist(list(rows), schema=features.arrow_schema)
+    """The Parquet file of ``rows`` under the ``datasets`` features ``features`` (their metadata embedded).
+
+    A ``datasets.Json`` value is given as its JSON text (Arrow builds no extension type from Python objects).
+    """
+    schema = features.arrow_schema
+    storage = pa.schema([field.with_type(_storage_type(field.type)) for field in schema], metadata=schema.metadata)
+    table = pa.Table.from_pylist(list(rows), schema=storage).cast(schema)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, row_group_size=ROW_GROUP_ROWS, **PARQUET_OPTIONS)
     return sink.getvalue().to_pybytes()

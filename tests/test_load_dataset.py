@@ -16,6 +16,11 @@ EXPECTED_ROWS = {
     "hard": {"train": 544, "val": 136},
     "extreme": {"train": 538, "val": 136},
     "recipes": {"train": 1452},
+    "sft": {"train": 2522, "val": 632},
+    "sft-easy": {"train": 588, "val": 147},
+    "sft-medium": {"train": 852, "val": 213},
+    "sft-hard": {"train": 544, "val": 136},
+    "sft-extreme": {"train": 538, "val": 136},
 }
 
 
@@ -45,9 +50,11 @@ def test_load_dataset_counts_and_schema(repo, hf_cache, config):
     assert {split: len(rows) for split, rows in loaded.items()} == EXPECTED_ROWS[config]
     for split in loaded:
         assert loaded[split].features == CONFIGS[config].features
+    if "difficulty" in CONFIGS[config].features:
+        wanted = config.replace("sft-", "")
+        assert set(loaded["val"]["difficulty"]) == ({wanted} if wanted in records.DIFFICULTIES else set(records.DIFFICULTIES))
     if CONFIGS[config].holds_tasks:
         assert loaded["train"].features == TASK_FEATURES
-        assert set(loaded["val"]["difficulty"]) == ({config} if config != "tasks" else set(records.DIFFICULTIES))
 
 
 def test_default_config_is_tasks(repo, hf_cache):
@@ -58,14 +65,15 @@ def test_default_config_is_tasks(repo, hf_cache):
     }
 
 
-@pytest.mark.parametrize("config", ["tasks", "hard", "recipes"])
+@pytest.mark.parametrize("config", ["tasks", "hard", "recipes", "sft-easy"])
 def test_builder_generates_the_parquet_rows(repo, tmp_path, config):
     builder = TextCraftSynth(config_name=config, cache_dir=str(tmp_path))
     builder.download_and_prepare()
     built = builder.as_dataset()
     for split in CONFIGS[config].splits:
-        parquet = store.read_parquet_rows(store.parquet_path(repo / "data", config, split))
-        assert built[split].to_list() == parquet
+        path = store.parquet_path(repo / "data", config, split)
+        parquet = datasets.Dataset.from_parquet(str(path), cache_dir=str(tmp_path / "parquet"))
+        assert built[split].to_list() == parquet.to_list()
         assert built[split].features == CONFIGS[config].features
 
 

@@ -1,0 +1,278 @@
+"""Task rows as supervised fine-tuning conversations: a careful expert's tool calls, each answered by the engine.
+
+A conversation is ``system`` (the rules, :data:`tcsynth.prompts.SYSTEM_PROMPT`), ``user`` (the goal), then
+assistant turns that call tools, each call followed by a ``tool`` message::
+
+    assistant  view_inventory()                       what do I hold?
+    assistant  get_info([targets])                    look recipes up, one batched call per level,
+    assistant  get_info([ingredients to craft])       from the targets down to the materials held
+    ...
+    assistant  craft(...), craft(...), ...            craft bottom up, one turn per crafting depth
+    ...                                               (or one call per turn: ``parallel=False``)
+    assistant  finish(message)
+
+What the assistant looks up next is read from what ``get_info`` printed: the ingredients of the recipes
+just shown that the plan crafts (never a name it has not seen).  The crafts are the gold trajectory's, with
+the total the craft tool takes (``count``, not ``crafts``), grouped by the crafting depth ``get_info``
+printed.  Every tool message is what :class:`tcsynth.game.Game` returned for that call while rendering, and
+each conversation is replayed once more through :func:`tcsynth.game.replay`: a conversation that does not
+score 1.0, or whose replay prints anything else, raises :class:`SftError`.
+
+Messages follow the shape ``transformers`` chat templates and TRL take: assistant ``{"role", "content",
+"tool_calls": [{"id", "type": "function", "function": {"name", "arguments": dict}}]}``, tool ``{"role",
+"tool_call_id", "name", "content"}``.  Call ids are ``call_1``, ``call_2``, ... in conversation order, so the
+same row always gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from tqdm.auto import tqdm
+
+from . import game, prompts, records, store
+from .store import Records
+
+Message = Dict[str, Any]
+Row = Dict[str, Any]
+
+# The size columns an sft row carries besides its task columns.
+SIZE_COLUMNS = ("num_turns", "num_tool_calls", "num_characters")
+TASK_COLUMNS = ("name", "split", "difficulty", "max_depth", "num_craft_steps")
+SFT_COLUMNS = TASK_COLUMNS + ("messages", "tools") + SIZE_COLUMNS
+
+
+class SftError(ValueError):
+    """A task whose conversation cannot be built or does not replay to reward 1.0; names the task."""
+
+
+# ------------------------------------------------------------------------------------------ the conversation
+
+
+class _Transcript:
+    """Messages under construction: every call is played on ``game`` and answered with what it returned."""
+
+    def __init__(self, name: str, game_: game.Game, goal: str):
+        self.name = name
+        self.game = game_
+        self.calls = 0
+        self.messages: List[Message] = [
+            {"role": "system", "content": prompts.SYSTEM_PROMPT},
+            {"role": "user", "content": prompts.user_prompt(goal)},
+        ]
+
+    def turn(self, intent: str, calls: Sequence[Tuple[str, Dict[str, Any]]]) -> List[str]:
+        """One assistant turn making ``calls`` (tool name, arguments); returns the engine's answers."""
+        tool_calls = []
+        answers = []
+        for tool, arguments in calls:
+            self.calls += 1
+            tool_calls.append({"id": "call_%d" % self.calls, "type": "function", "function": {"name": tool, "arguments": arguments}})
+        self.messages.append({"role": "assistant", "content": intent, "tool_calls": tool_calls})
+        for call in tool_calls:
+            tool = call["function"]["name"]
+            answer = self.game.call(tool, call["function"]["arguments"])
+            if answer.startswith("Error"):
+                raise SftError("%s: %s %s was rejected: %s" % (self.name, call["id"], tool, answer))
+            answers.append(answer)
+            self.messages.append({"role": "tool", "tool_call_id": call["id"], "name": tool, "content": answer})
+        return answers
+
+
+def _item_list(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def look_up_recipes(transcript: _Transcript, targets: Sequence[str], crafted: Iterable[str]) -> Dict[str, Dict[str, Any]]:
+    """The look-up turns: the targets first, then, level by level, the ingredients the plan crafts.
+
+    The next level is read from the ``get_info`` answer just printed, so every name the assistant asks
+    about is one it has seen.  Returns ``{item: the get_info entry printed for it}``.
+    """
+    to_craft = set(crafted)
+    printed: Dict[str, Dict[str, Any]] = {}
+    level = list(targets)
+    intent = "I'll look up the %s of %s." % ("recipe" if len(level) == 1 else "recipes", _item_list(level))
+    while level:
+        (answer,) = transcript.turn(intent, [("get_info", {"items": level})])
+        entries = json.loads(answer)
+        for entry in entries:
+            printed[entry["item"]] = entry
+        following: Dict[str, None] = {}  # ordered set: first mention first
+        for entry in entries:
+            for recipe in entry["recipes"]:
+                for ingredient in recipe["ingredients"]:
+                    if ingredient in to_craft and ingredient not in printed:
+                        following[ingredient] = None
+        level = list(following)
+        subject = "That recipe needs" if len(entries) == 1 else "Those recipes need"
+        if len(level) == 1:
+            intent = "%s %s, which I have to craft; I'll look it up." % (subject, level[0])
+        else:
+            intent = "%s %d more items I have to craft; I'll look them up." % (subject, len(level))
+    return printed
+
+
+def plan_crafts(row: Mapping[str, Any], printed: Mapping[str, Mapping[str, Any]]) -> List[List[Tuple[str, int, Dict[str, int]]]]:
+    """The gold crafts as ``(item, total, ingredients)``, in groups of one crafting depth, shallowest first.
+
+    An item's ingredients are all shallower than it, so the crafts of one depth are independent of each
+    other and every group only uses what the groups before it made.
+    """
+    groups: Dict[int, List[Tuple[str, int, Dict[str, int]]]] = {}
+    for item, total, ingredients in records.gold_steps(row):
+        if item not in printed:
+            raise SftError("%s: the gold trajectory crafts %s, which no recipe looked up needs" % (row["name"], item))
+        groups.setdefault(printed[item]["crafting_depth"], []).append((item, total, ingredients))
+    return [groups[depth] for depth in sorted(groups)]
+
+
+def finish_message(targets: Mapping[str, int]) -> str:
+    """What the assistant tells ``finish``: the targets it crafted, e.g. ``Crafted 3 a1_i5.``"""
+    return "Crafted %s." % _item_list(["%d %s" % (count, item) for item, count in targets.items()])
+
+
+def conversation(row: Mapping[str, Any], world: game.World, parallel: bool = True) -> List[Message]:
+    """The messages of one task row, every tool message the engine's answer (raises :class:`SftError`).
+
+    ``parallel=True`` makes each crafting depth one assistant turn with several tool calls;
+    ``parallel=False`` makes every craft its own turn.
+    """
+    task = records.engine_task(row)
+    transcript = _Transcript(row["name"], game.Game.for_task(world, task), row["goal"])
+    transcript.turn("First I'll check what I have in my inventory.", [("view_inventory", {})])
+    targets = task["target_items"]
+    printed = look_up_recipes(transcript, list(targets), (step["item"] for step in row["gold_trajectory"]))
+    for number, group in enumerate(plan_crafts(row, printed)):
+        depth = printed[group[0][0]]["crafting_depth"]
+        calls = [("craft", {"ingredients": ingredients, "target": [item, total]}) for item, total, ingredients in group]
+        if parallel:
+            lead = "I have every recipe I need, so I'll craft from the bottom up. " if number == 0 else ""
+            what = "the %d items" % len(group) if len(group) > 1 else "the item"
+            transcript.turn("%sCrafting %s of depth %d." % (lead, what, depth), calls)
+        else:
+            for position, (call, (item, total, _)) in enumerate(zip(calls, group)):
+                lead = "I have every recipe I need, so I'll craft from the bottom up. " if number == position == 0 else ""
+                transcript.turn("%sCrafting %d %s (depth %d)." % (lead, total, item, depth), [call])
+    transcript.turn("Every target is in my inventory now, so I'm done.", [("finish", {"message": finish_message(targets)})])
+    verify(row, world, transcript.messages)
+    return transcript.messages
+
+
+def tool_calls_of(messages: Iterable[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """Every tool call of a conversation, in order, in the OpenAI form the engine's replay reads."""
+    return [call for message in messages if message["role"] == "assistant" for call in message.get("tool_calls", ())]
+
+
+def verify(row: Mapping[str, Any], world: game.World, messages: Sequence[Mapping[str, Any]]) -> game.Verdict:
+    """Replay a conversation's tool calls on a fresh episode; raise :class:`SftError` unless it scores 1.0
+    and each tool message is exactly what the engine prints for its call."""
+    calls = tool_calls_of(messages)
+    verdict = game.replay(world, records.engine_task(row), calls)
+    if not verdict.success:
+        raise SftError("%s: the conversation does not reach the goal: %s" % (row["name"], verdict.reason))
+    answers = [message for message in messages if message["role"] == "tool"]
+    if len(answers) != len(calls):
+        raise SftError("%s: %d tool calls but %d tool messages" % (row["name"], len(calls), len(answers)))
+    for call, answer, printed in zip(calls, answers, verdict.observations):
+        if answer["tool_call_id"] != call["id"] or answer["name"] != call["function"]["name"]:
+            raise SftError("%s: tool message %s does not answer call %s" % (row["name"], answer["tool_call_id"], call["id"]))
+        if answer["content"] != printed:
+            raise SftError("%s: the answer to %s is not what the engine prints" % (row["name"], call["id"]))
+    return verdict
+
+
+# ----------------------------------------------------------------------------------------------- sft rows
+
+
+def num_characters(messages: Iterable[Mapping[str, Any]]) -> int:
+    """The characters of every message's content plus every tool call's name and JSON arguments."""
+    total = 0
+    for message in messages:
+        total += len(message["content"])
+        for call in message.get("tool_calls", ()):
+            total += len(call["function"]["name"]) + len(json.dumps(call["function"]["arguments"]))
+    return total
+
+
+def sft_row(row: Mapping[str, Any], world: game.World, parallel: bool = True) -> Row:
+    """The sft row of a task row, messages and tools as Python objects (see :func:`encode_row`)."""
+    messages = conversation(row, world, parallel=parallel)
+    return dict(
+        {column: row[column] for column in TASK_COLUMNS},
+        messages=messages,
+        tools=prompts.tool_schemas(),
+        num_turns=sum(message["role"] == "assistant" for message in messages),
+        num_tool_calls=sum(message["role"] == "tool" for message in messages),
+        num_characters=num_characters(messages),
+    )
+
+
+def encode_row(row: Mapping[str, Any]) -> Row:
+    """``row`` with each message and the tools as JSON text: how ``datasets.Json`` columns are stored."""
+    encoded = dict(row)
+    encoded["messages"] = [json.dumps(message) for message in row["messages"]]
+    encoded["tools"] = json.dumps(row["tools"])
+    return encoded
+
+
+def build_rows(task_rows: Sequence[Mapping[str, Any]], world: game.World, parallel: bool = True, progress: bool = False) -> List[Row]:
+    """Encoded sft rows for ``task_rows``, in their order."""
+    rows = []
+    for row in tqdm(task_rows, desc="rendering sft conversations", unit="task", disable=not progress or None):
+        rows.append(encode_row(sft_row(row, world, parallel=parallel)))
+    return rows
+
+
+# The last records' rows per split: the sft config and its per-difficulty configs share one rendering.
+_cache: Dict[str, Any] = {"records": None, "rows": {}}
+
+
+def clear_cache() -> None:
+    """Forget the rendered rows (the next :func:`sft_rows` renders again)."""
+    _cache.update(records=None, rows={})
+
+
+def sft_rows(data: Records, split: str, difficulty: Optional[str] = None) -> List[Row]:
+    """The encoded rows of the ``sft`` config (or of ``sft-<difficulty>``) for one split."""
+    if _cache["records"] is not data:
+        _cache["records"], _cache["rows"] = data, {}
+    rows = _cache["rows"].get(split)
+    if rows is None:
+        rows = _cache["rows"][split] = build_rows(data.tasks[split], game.World(data.world_document), progress=True)
+    return rows if difficulty is None else [row for row in rows if row["difficulty"] == difficulty]
+
+
+# ---------------------------------------------------------------------------------------------------- cli
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    from .cli import UserError, find_row
+
+    data_dir = Path(args.data_dir)
+    world = game.World.from_file(data_dir / records.RECIPES_FILE)
+    for wanted in args.task:
+        row = find_row(data_dir, wanted)
+        try:
+            rendered = sft_row(row, world, parallel=not args.one_call_per_turn)
+        except SftError as error:
+            raise UserError(str(error))
+        if not args.tools:
+            del rendered["tools"]
+        sys.stdout.write(json.dumps(rendered, indent=args.indent) + "\n")
+    return 0
+
+
+def register_cli(commands: Any) -> None:
+    """Add ``sft``: print tasks' conversations as JSON, as the ``sft`` config holds them."""
+    sub = commands.add_parser("sft", help="print the SFT conversation of tasks (replayed through the engine)")
+    sub.add_argument("task", nargs="+", help="task name, env_task_id (val:3) or source_task_id")
+    sub.add_argument("--one-call-per-turn", action="store_true", help="one craft per assistant turn instead of one turn per depth")
+    sub.add_argument("--tools", action="store_true", help="include the tool schemas")
+    sub.add_argument("--indent", type=int, default=None, help="indent the JSON (default: one line per task)")
+    sub.add_argument("--data-dir", default=str(store.DEFAULT_DATA_DIR), help="the data/ directory (default: %(default)s)")
+    sub.set_defaults(run=cmd_sft)

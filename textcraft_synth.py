@@ -6,7 +6,8 @@
 >>> builder = TextCraftSynth(config_name="medium")
 >>> builder.download_and_prepare(); medium = builder.as_dataset()
 
-``python -m textcraft_synth --help`` lists the commands (``build-data``, ``build``, ``replay``).
+``python -m textcraft_synth --help`` lists the commands (``build-data``, ``build``, ``replay``, ``sft``,
+``eval``, ``export-harbor``).
 """
 
 from __future__ import annotations
@@ -20,12 +21,18 @@ from datasets.builder import Key
 
 from tcsynth import game, records, store
 from tcsynth.configs import CONFIGS, DEFAULT_CONFIG
+from tcsynth.env import NO_LIMIT, TextCraftEnv
 from tcsynth.game import Game, Verdict, World, parse_tool_call, replay
 from tcsynth.records import engine_task, gold_tool_calls, source_from_row, source_line
+from tcsynth.rewards import get_textcraft_reward, textcraft_reward
 
 __all__ = [
     "TextCraftSynth",
     "TextCraftSynthConfig",
+    "TextCraftEnv",
+    "NO_LIMIT",
+    "textcraft_reward",
+    "get_textcraft_reward",
     "Game",
     "World",
     "Verdict",

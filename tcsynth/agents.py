@@ -1,0 +1,484 @@
+"""Baseline agents behind one signature, and a tool-calling agent for any OpenAI-compatible endpoint.
+
+Every agent follows :class:`Agent`: ``reset`` hands it the first observation of
+:class:`tcsynth.env.TextCraftEnv` (system prompt, goal, tool schemas) and ``act`` turns the previous
+turn's observation messages into the next :class:`Turn`, whose ``action`` goes to ``env.step`` as it is.
+
+==========  ===============================================================================================
+agent       what it does
+==========  ===============================================================================================
+``oracle``  plays the row's gold crafts (total counts), then ``finish``; the only agent given the row
+``nop``     calls ``finish`` at once: the floor, and a check that reward is never free
+``random``  well-formed calls with random content (seeded): looks items up, crafts a random known recipe
+            at a random multiple, sometimes finishes
+``planner`` reads only what the tools print: ``view_inventory``, then ``get_info`` level by level down the
+            recipe tree, then crafts each needed item once with the total the tree calls for, then finishes
+``openai``  a chat model behind ``/chat/completions`` with tool calling, prompted by :mod:`tcsynth.prompts`
+==========  ===============================================================================================
+
+``calls_per_turn`` (oracle, planner) sets how many tool calls one turn may carry; ``None`` puts every call
+the agent has ready into one turn.  :func:`make_agent` builds an agent by name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import socket
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from http.client import HTTPException
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from . import records
+
+Message = Dict[str, Any]
+ToolCall = Dict[str, Any]
+_GOAL_ITEM = re.compile(r"(\d+)x (\S+?)(?:,|$)")
+FINISH_MESSAGE = "Crafted every target item."
+
+
+@dataclass
+class Turn:
+    """One assistant turn: the ``action`` for ``env.step`` and notes on what went wrong producing it."""
+
+    action: Any
+    notes: List[str] = field(default_factory=list)
+
+
+class AgentError(RuntimeError):
+    """The agent cannot go on (an endpoint that keeps failing); the runner ends the episode and records why."""
+
+
+class Agent:
+    """The agent signature.
+
+    Attributes:
+        name (`str`): the name :func:`make_agent` knows it by.
+        privileged (`bool`): whether ``reset`` receives the task row (only the oracle reads it).
+    """
+
+    name = "agent"
+    privileged = False
+
+    def reset(self, observation: Mapping[str, Any], info: Mapping[str, Any], *, rng: random.Random, row: Optional[Mapping[str, Any]] = None) -> None:
+        """Start an episode: ``observation`` is ``env.reset()``'s; ``rng`` is the episode's only randomness."""
+        raise NotImplementedError
+
+    def act(self, observations: Sequence[Message]) -> Turn:
+        """The next turn, given the observation messages of the previous one (empty at the first turn)."""
+        raise NotImplementedError
+
+
+def goal_targets(observation: Mapping[str, Any]) -> Dict[str, int]:
+    """``{item: count}`` read from the goal in the first user message (``Craft the following items: 3x a``)."""
+    goal = next(m["content"] for m in observation["messages"] if m.get("role") == "user")
+    return {item: int(count) for count, item in _GOAL_ITEM.findall(goal.split(":", 1)[-1].strip())}
+
+
+def call(tool: str, **arguments: Any) -> ToolCall:
+    """A tool call in the engine's plain form."""
+    return {"name": tool, "arguments": arguments}
+
+
+def in_turns(calls: List[ToolCall], calls_per_turn: Optional[int]) -> List[List[ToolCall]]:
+    """``calls`` cut into turns of at most ``calls_per_turn`` (all in one turn when ``None``)."""
+    size = calls_per_turn or max(len(calls), 1)
+    return [calls[start : start + size] for start in range(0, len(calls), size)]
+
+
+def _check_calls_per_turn(calls_per_turn: Optional[int]) -> Optional[int]:
+    if calls_per_turn is not None and (type(calls_per_turn) is not int or calls_per_turn < 1):
+        raise ValueError("calls_per_turn must be a positive integer or None (no limit), got %r" % (calls_per_turn,))
+    return calls_per_turn
+
+
+# ----------------------------------------------------------------------------------------------- baselines
+
+
+class ScriptedAgent(Agent):
+    """Plays a list of turns computed at reset."""
+
+    def __init__(self) -> None:
+        self._turns: List[List[ToolCall]] = []
+
+    def act(self, observations: Sequence[Message]) -> Turn:
+        return Turn(self._turns.pop(0) if self._turns else [call("finish", message=FINISH_MESSAGE)])
+
+
+class OracleAgent(ScriptedAgent):
+    """The row's gold crafts (the craft tool takes the total made), then ``finish``."""
+
+    name = "oracle"
+    privileged = True
+
+    def __init__(self, calls_per_turn: Optional[int] = 1) -> None:
+        super().__init__()
+        self.calls_per_turn = _check_calls_per_turn(calls_per_turn)
+
+    def reset(self, observation, info, *, rng, row=None) -> None:
+        if row is None:
+            raise ValueError("the oracle needs the task row")
+        self._turns = in_turns(records.gold_tool_calls(row, FINISH_MESSAGE), self.calls_per_turn)
+
+
+class NopAgent(ScriptedAgent):
+    """Finishes at once, having crafted nothing."""
+
+    name = "nop"
+
+    def reset(self, observation, info, *, rng, row=None) -> None:
+        self._turns = [[call("finish", message="I crafted nothing.")]]
+
+
+class RandomAgent(Agent):
+    """One well-formed call a turn with random content, from what it has seen so far.
+
+    It looks up random known items, crafts a random described recipe at 1-3 times its result count (with
+    the recipe's exact ingredients, so a craft succeeds whenever they are held), views the inventory, and
+    finishes with probability ``finish_probability`` per turn.
+    """
+
+    name = "random"
+
+    def __init__(self, finish_probability: float = 0.05) -> None:
+        if not 0.0 <= finish_probability <= 1.0:
+            raise ValueError("finish_probability must be within [0, 1], got %r" % (finish_probability,))
+        self.finish_probability = finish_probability
+
+    def reset(self, observation, info, *, rng, row=None) -> None:
+        self.rng = rng
+        self.known = list(goal_targets(observation))
+        self.recipes: Dict[str, Dict[str, Any]] = {}
+        self._last: Optional[ToolCall] = None
+
+    def act(self, observations: Sequence[Message]) -> Turn:
+        if self._last is not None and self._last["name"] == "get_info" and observations:
+            for entry in _json_or(observations[0].get("content"), []):
+                self._learn(entry)
+        rng = self.rng
+        draw = rng.random()
+        if draw < self.finish_probability:
+            chosen = call("finish", message="Done.")
+        elif draw < 0.15 or not self.recipes:
+            chosen = call("get_info", items=[rng.choice(self.known)])
+        elif draw < 0.25:
+            chosen = call("view_inventory")
+        else:
+            item = rng.choice(sorted(self.recipes))
+            recipe = self.recipes[item]
+            crafts = rng.randint(1, 3)
+            chosen = call(
+                "craft",
+                ingredients={name: count * crafts for name, count in recipe["ingredients"].items()},
+                target=[item, recipe["result_count"] * crafts],
+            )
+        self._last = chosen
+        return Turn([chosen])
+
+    def _learn(self, entry: Any) -> None:
+        if not isinstance(entry, dict) or not entry.get("recipes"):
+            return
+        recipe = entry["recipes"][0]
+        self.recipes[entry["item"]] = recipe
+        for name in recipe["ingredients"]:
+            if name not in self.known:
+                self.known.append(name)
+
+
+class PlannerAgent(Agent):
+    """A rule-based agent that knows only what the tools print.
+
+    Turn by turn: ``view_inventory`` (with ``get_info`` of the targets in the same turn when batching), then
+    ``get_info`` of every ingredient not yet described, one level of the recipe tree per turn, until every
+    item is either described or held.  Then it plans: going from the targets down (each item after every item
+    that uses it), the shortfall of an item is what the targets and the crafts above need beyond what is held,
+    rounded up to the recipe's result count; each item with a shortfall is crafted once with that total,
+    ingredients first.  Finally ``finish``.  It never sees the task row.
+    """
+
+    name = "planner"
+
+    def __init__(self, calls_per_turn: Optional[int] = 1) -> None:
+        self.calls_per_turn = _check_calls_per_turn(calls_per_turn)
+
+    def reset(self, observation, info, *, rng, row=None) -> None:
+        self.targets = goal_targets(observation)
+        self.held: Dict[str, int] = {}
+        self.recipes: Dict[str, Optional[Dict[str, Any]]] = {}  # item -> first recipe, or None (base / none)
+        self._pending: List[ToolCall] = []
+        self._planned: Optional[List[List[ToolCall]]] = None
+        self._started = False
+
+    def act(self, observations: Sequence[Message]) -> Turn:
+        for sent, message in zip(self._pending, observations):
+            self._read(sent, message.get("content", ""))
+        if self._planned is None:
+            look = self._next_lookups()
+            if look:
+                self._pending = look
+                return Turn(look)
+            self._planned = in_turns(self.plan() + [call("finish", message=FINISH_MESSAGE)], self.calls_per_turn)
+        self._pending = []
+        return Turn(self._planned.pop(0) if self._planned else [call("finish", message=FINISH_MESSAGE)])
+
+    def _next_lookups(self) -> List[ToolCall]:
+        if not self._started:
+            self._started = True
+            first = [call("view_inventory")]
+            if self.calls_per_turn != 1:
+                first.append(call("get_info", items=list(self.targets)))
+            return first
+        unknown = [item for item in self._tree_items() if item not in self.recipes]
+        return [call("get_info", items=unknown)] if unknown else []
+
+    def _tree_items(self) -> List[str]:
+        """The targets and every ingredient below them in the recipes described so far, in discovery order."""
+        order = list(self.targets)
+        seen = set(order)
+        for item in order:  # grows while it is walked: a breadth-first walk
+            recipe = self.recipes.get(item)
+            for name in recipe["ingredients"] if recipe else ():
+                if name not in seen:
+                    seen.add(name)
+                    order.append(name)
+        return order
+
+    def _read(self, sent: ToolCall, text: str) -> None:
+        if sent["name"] == "view_inventory":
+            inventory = _json_or(text, {})
+            if isinstance(inventory, dict):
+                self.held = {k: v for k, v in inventory.items() if isinstance(v, int)}
+        elif sent["name"] == "get_info":
+            for entry in _json_or(text, []):
+                if isinstance(entry, dict) and isinstance(entry.get("item"), str):
+                    recipes = entry.get("recipes") or []
+                    self.recipes[entry["item"]] = recipes[0] if recipes else None
+
+    def plan(self) -> List[ToolCall]:
+        """The crafts, ingredients first, that bring every target to its count from what is held."""
+        order = self._topological_order()  # every item after every item it is made from
+        demand = {item: self.held.get(item, 0) + count for item, count in self.targets.items()}
+        crafts: List[ToolCall] = []
+        for item in reversed(order):  # users before ingredients: an item's demand is complete when reached
+            shortfall = demand.get(item, 0) - self.held.get(item, 0)
+            recipe = self.recipes.get(item)
+            if shortfall <= 0 or recipe is None:
+                continue
+            result_count = recipe["result_count"]
+            runs = -(-shortfall // result_count)
+            ingredients = {name: count * runs for name, count in recipe["ingredients"].items()}
+            for name, amount in ingredients.items():
+                demand[name] = demand.get(name, 0) + amount
+            crafts.append(call("craft", ingredients=ingredients, target=[item, result_count * runs]))
+        crafts.reverse()
+        return crafts
+
+    def _topological_order(self) -> List[str]:
+        """Depth-first post-order from the targets: ingredients come before what they make."""
+        order: List[str] = []
+        state: Dict[str, int] = {}  # 1 on the path, 2 done
+
+        def visit(item: str) -> None:
+            if state.get(item) is not None:
+                return  # done, or a cycle (not in this world): leave it
+            state[item] = 1
+            recipe = self.recipes.get(item)
+            for name in recipe["ingredients"] if recipe else ():
+                visit(name)
+            state[item] = 2
+            order.append(item)
+
+        for target in self.targets:
+            visit(target)
+        return order
+
+
+def _json_or(text: Any, default: Any) -> Any:
+    if not isinstance(text, str):
+        return default
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
+# ---------------------------------------------------------------------------------------------- the model
+
+
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+# Failures worth another attempt: the server or the network, not the request.
+_RETRY_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
+
+
+class OpenAIAgent(Agent):
+    """A tool-calling chat model behind an OpenAI-compatible ``POST {base_url}/chat/completions``.
+
+    The conversation starts with the environment's system prompt and goal and sends the four tool schemas;
+    each reply's assistant message is the action, and the environment's answers are appended as ``tool``
+    messages.  Transient failures (HTTP 408/409/429/5xx, timeouts, dropped connections, a body that is not a
+    chat completion) are retried up to ``retries`` times with exponential backoff; each is noted in the
+    turn.  When the attempts run out, or on another HTTP error (a bad key or model), :class:`AgentError`
+    ends the episode.  Malformed replies (arguments that are not JSON, unknown tools, plain text) are the
+    environment's to answer: they become error observations and use a step.
+
+    Args:
+        model (`str`): the model name the endpoint serves.
+        base_url (`str`, defaults to ``"https://api.openai.com/v1"``): the API root.
+        api_key_env (`str`, defaults to ``"OPENAI_API_KEY"``): the environment variable holding the key;
+            when unset, no ``Authorization`` header is sent (local servers).
+        temperature (`float`, *optional*): sampling temperature; the server's default when ``None``.
+        max_tokens (`int`, *optional*): the reply length cap.
+        timeout (`float`, defaults to 120): seconds to wait for one reply.
+        retries (`int`, defaults to 3): further attempts after a transient failure.
+        backoff (`float`, defaults to 1.0): seconds before the first retry, doubled each time.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str = "https://api.openai.com/v1",
+        api_key_env: str = DEFAULT_API_KEY_ENV,
+        temperature: Optional[float] = None,
+        max_tokens: Optional[int] = None,
+        timeout: float = 120.0,
+        retries: int = 3,
+        backoff: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not model:
+            raise ValueError("the openai agent needs a model name (--model)")
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError("base_url must start with http:// or https://, got %r" % (base_url,))
+        if retries < 0 or timeout <= 0:
+            raise ValueError("retries must be >= 0 and timeout > 0")
+        self.model = model
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.api_key = os.environ.get(api_key_env) or None
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.sleep = sleep
+
+    def reset(self, observation, info, *, rng, row=None) -> None:
+        self.messages: List[Message] = [dict(message) for message in observation["messages"]]
+        self.tools = observation["tools"]
+        self.seed = rng.randrange(2**31)
+
+    def act(self, observations: Sequence[Message]) -> Turn:
+        self.messages.extend(_conversation_message(message) for message in observations)
+        notes: List[str] = []
+        reply = self._complete(notes)
+        message: Message = {"role": "assistant", "content": reply.get("content")}
+        if reply.get("tool_calls"):
+            message["tool_calls"] = reply["tool_calls"]
+        elif message["content"] is None:
+            message["content"] = ""  # an assistant message without tool calls needs text
+        self.messages.append(message)
+        return Turn(message, notes)
+
+    def request_body(self) -> Dict[str, Any]:
+        body: Dict[str, Any] = {"model": self.model, "messages": self.messages, "tools": self.tools, "seed": self.seed}
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        return body
+
+    def _complete(self, notes: List[str]) -> Dict[str, Any]:
+        """The reply's assistant message, retrying transient failures (each noted)."""
+        data = json.dumps(self.request_body()).encode("utf-8")
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = "Bearer " + self.api_key
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self.sleep(self.backoff * 2 ** (attempt - 1))
+            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    body = response.read()
+            except urllib.error.HTTPError as error:
+                detail = _short(error.read())
+                error.close()
+                if error.code not in _RETRY_STATUS:
+                    raise AgentError("HTTP %d from %s: %s" % (error.code, self.url, detail))
+                notes.append("attempt %d: HTTP %d: %s" % (attempt + 1, error.code, detail))
+                continue
+            except (socket.timeout, TimeoutError):
+                notes.append("attempt %d: no reply within %gs" % (attempt + 1, self.timeout))
+                continue
+            except urllib.error.URLError as error:
+                reason = error.reason
+                if isinstance(reason, (socket.timeout, TimeoutError)):
+                    notes.append("attempt %d: no reply within %gs" % (attempt + 1, self.timeout))
+                else:
+                    notes.append("attempt %d: cannot reach %s: %s" % (attempt + 1, self.url, reason))
+                continue
+            except (HTTPException, ConnectionError, OSError) as error:
+                notes.append("attempt %d: connection failed: %s" % (attempt + 1, error))
+                continue
+            message = _reply_message(body)
+            if isinstance(message, str):
+                notes.append("attempt %d: %s" % (attempt + 1, message))
+                continue
+            return message
+        raise AgentError("no usable reply after %d attempts: %s" % (self.retries + 1, notes[-1] if notes else "?"))
+
+
+def _reply_message(body: bytes) -> Any:
+    """The assistant message of a chat-completion body, or a sentence saying why there is none."""
+    try:
+        document = json.loads(body.decode("utf-8"))
+        message = document["choices"][0]["message"]
+    except (ValueError, UnicodeDecodeError):
+        return "the reply is not JSON: %s" % _short(body)
+    except (KeyError, IndexError, TypeError):
+        return "the reply has no choices[0].message: %s" % _short(body)
+    if not isinstance(message, dict):
+        return "choices[0].message is not an object"
+    return message
+
+
+def _conversation_message(observation: Message) -> Message:
+    """An environment message as the chat API takes it (a tool answer without a call id becomes user text)."""
+    if observation.get("role") == "tool":
+        if "tool_call_id" in observation:
+            return {"role": "tool", "tool_call_id": observation["tool_call_id"], "content": observation["content"]}
+        return {"role": "user", "content": "%s: %s" % (observation.get("name") or "tool", observation["content"])}
+    return {"role": observation.get("role", "user"), "content": observation.get("content", "")}
+
+
+def _short(data: Any, limit: int = 200) -> str:
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# ------------------------------------------------------------------------------------------------ registry
+
+AGENTS: Dict[str, Callable[..., Agent]] = {
+    "oracle": OracleAgent,
+    "nop": NopAgent,
+    "random": RandomAgent,
+    "planner": PlannerAgent,
+    "openai": OpenAIAgent,
+}
+
+
+def make_agent(name: str, **options: Any) -> Agent:
+    """The agent called ``name`` built with ``options`` (``ValueError`` naming the agents otherwise)."""
+    if name not in AGENTS:
+        raise ValueError("unknown agent %r; the agents are %s" % (name, ", ".join(AGENTS)))
+    try:
+        return AGENTS[name](**options)
+    except TypeError as error:
+        raise ValueError("agent %s: %s" % (name, error))

@@ -1,0 +1,153 @@
+"""Reward functions for TRL's ``GRPOTrainer``: replay a completion's tool calls in the engine.
+
+A completion is scored against its own row's task: the tool calls it makes are read (an assistant message's
+``tool_calls``, or Hermes-style ``<tool_call>{json}</tool_call>`` blocks in its text) and replayed with
+:func:`tcsynth.game.replay` on a fresh episode of that task.  The reward is 1.0 only when the replay ends
+with ``finish`` and every target crafted; there is no partial credit.
+
+>>> from datasets import load_dataset
+>>> from trl import GRPOConfig, GRPOTrainer
+>>> from tcsynth.prompts import SYSTEM_PROMPT, user_prompt
+>>> from tcsynth.rewards import textcraft_reward
+>>> tasks = load_dataset("apurvaga/textcraft-synth", "easy", split="train")
+>>> tasks = tasks.map(lambda row: {"prompt": [{"role": "system", "content": SYSTEM_PROMPT},
+...                                           {"role": "user", "content": user_prompt(row["goal"])}]})
+>>> trainer = GRPOTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", reward_funcs=textcraft_reward,
+...                       args=GRPOConfig(output_dir="grpo-textcraft"), train_dataset=tasks)
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+from . import game, records
+from .env import hermes_tool_calls, message_tool_calls
+
+Counts = Union[Mapping[str, int], Sequence[Mapping[str, Any]]]
+
+
+def completion_tool_calls(completion: Any) -> List[Any]:
+    """Every tool call of one completion, in order.
+
+    A conversational completion is a list of messages: each assistant message contributes its
+    ``tool_calls`` (or, lacking them, the Hermes blocks in its content); other roles (tool results the
+    trainer may have interleaved) are ignored, since the replay recomputes them.  A plain-text completion
+    contributes its Hermes blocks.  Anything else has no calls.
+    """
+    if isinstance(completion, str):
+        return hermes_tool_calls(completion)
+    if isinstance(completion, Mapping):
+        completion = [completion]
+    calls: List[Any] = []
+    if isinstance(completion, (list, tuple)):
+        for message in completion:
+            if isinstance(message, Mapping) and message.get("role", "assistant") == "assistant":
+                calls.extend(message_tool_calls(message))
+    return calls
+
+
+def _counts(value: Counts) -> Dict[str, int]:
+    """A task column as ``{item: count}``: the rows' ``[{"item", "count"}]`` lists, or a mapping already."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    return records.list_to_counts(value)
+
+
+class _TextCraftReward:
+    """The callable behind :func:`get_textcraft_reward`.
+
+    A class with a fixed ``__name__`` so that the reward pickles (TRL may send it to worker processes) and
+    logs under a stable key.  The world is read on first use, once per process.
+    """
+
+    __name__ = "textcraft_reward"
+
+    def __init__(self, recipes_path: Optional[Path]) -> None:
+        self.recipes_path = recipes_path
+        self._world: Optional[game.World] = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"recipes_path": self.recipes_path}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__init__(state["recipes_path"])
+
+    @property
+    def world(self) -> game.World:
+        with self._lock:
+            if self._world is None:
+                from . import store
+
+                self._world = game.World.from_file(self.recipes_path or store.DEFAULT_DATA_DIR / records.RECIPES_FILE)
+            return self._world
+
+    def score(self, completion: Any, target_items: Any, initial_inventory: Any) -> Optional[float]:
+        """One completion's reward; ``None`` when the row carries no task to check it against."""
+        if target_items is None or initial_inventory is None:
+            return None
+        world = self.world  # outside the guard: a world that cannot be read is a setup error, not a bad completion
+        try:
+            task = {"target_items": _counts(target_items), "initial_inventory": _counts(initial_inventory)}
+            return game.replay(world, task, completion_tool_calls(completion)).reward
+        except Exception:  # noqa: BLE001 - a completion, however strange, scores 0.0 and never stops training
+            return 0.0
+
+    def __call__(
+        self,
+        completions: List[Any],
+        target_items: Optional[List[Any]] = None,
+        initial_inventory: Optional[List[Any]] = None,
+        **kwargs: Any,
+    ) -> List[Optional[float]]:
+        # TRL passes every dataset column as a keyword argument (plus prompts, completion_ids, trainer_state);
+        # only the two task columns are read, **kwargs takes the rest.
+        count = len(completions)
+        if target_items is None or initial_inventory is None:
+            return [None] * count
+        if len(target_items) != count or len(initial_inventory) != count:
+            raise ValueError(
+                "got %d completions but %d target_items and %d initial_inventory values"
+                % (count, len(target_items), len(initial_inventory))
+            )
+        return [
+            self.score(completion, targets, inventory)
+            for completion, targets, inventory in zip(completions, target_items, initial_inventory, strict=True)
+        ]
+
+
+def get_textcraft_reward(recipes_path: Optional[Union[str, Path]] = None) -> Callable[..., List[Optional[float]]]:
+    """A TextCraft reward function over the world in ``recipes_path``.
+
+    Args:
+        recipes_path (`str` or `Path`, *optional*): the world's ``recipes.json``; defaults to ``data/recipes.json``.
+
+    Returns:
+        `Callable[..., list[float | None]]`: a reward with TRL's signature, ``(completions, target_items,
+        initial_inventory, **kwargs)``.  Each completion gets 1.0 when its tool calls, replayed on its own
+        row's task, end with ``finish`` and every target crafted, 0.0 otherwise (no calls, calls that do not
+        parse, unknown tools, calls after ``finish``, a target short).  ``None`` marks a row with no task
+        (``target_items`` or ``initial_inventory`` missing or null): TRL then leaves the reward out, as it
+        does for other rewards that do not apply.
+
+    Example:
+
+    >>> reward = get_textcraft_reward()
+    >>> reward(
+    ...     ['<tool_call>{"name": "finish", "arguments": {"message": "done"}}</tool_call>'],
+    ...     target_items=[[{"item": "t7_i3", "count": 3}]],
+    ...     initial_inventory=[[{"item": "raw_t1", "count": 14}]],
+    ... )
+    [0.0]
+    """
+    if recipes_path is not None:
+        recipes_path = Path(recipes_path)
+        if not recipes_path.is_file():
+            raise ValueError("recipes_path %s is not a file" % recipes_path)
+    return _TextCraftReward(recipes_path)
+
+
+# The reward over the world shipped in data/: pass it to GRPOTrainer(reward_funcs=textcraft_reward).
+textcraft_reward = get_textcraft_reward()

@@ -34,10 +34,21 @@ def cmd_build_data(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    """The main job: every product from the records in data/ (the configs, the root index files, Harbor)."""
+    from . import harbor
     from .build import build
 
-    written = build(Path(args.data_dir), log=_log if args.verbose else None)
+    written = build(Path(args.data_dir), log=_log if args.verbose else None, progress=not args.quiet)
     print("rebuilt %d files in %s from its records" % (len(written), args.data_dir))
+    data = store.load_records(Path(args.data_dir))
+    try:
+        harbor.write_index_files(Path(args.index_dir), data)
+        print("wrote %s to %s" % (", ".join(harbor.ROOT_INDEX_FILES), args.index_dir))
+        if args.harbor:
+            tasks = harbor.export_harbor(Path(args.harbor), data, force=True, progress=not args.quiet)
+            print("wrote %d Harbor tasks to %s" % (sum(map(len, tasks.values())), args.harbor))
+    except harbor.ExportError as error:
+        raise UserError(str(error))
     return 0
 
 
@@ -96,9 +107,14 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("-v", "--verbose", action="store_true", help="list the files written")
     sub.set_defaults(run=cmd_build_data)
 
-    sub = commands.add_parser("build", help="rebuild every product in data/ from the records it holds")
+    sub = commands.add_parser("build", help="rebuild every product from the records in data/")
     data_dir_option(sub)
+    sub.add_argument(
+        "--index-dir", default=str(store.REPO_ROOT), help="where to write registry.json, task-index.json, splits.json (default: %(default)s)"
+    )
+    sub.add_argument("--harbor", metavar="DIR", help="also export every Harbor task to DIR (replacing it)")
     sub.add_argument("-v", "--verbose", action="store_true", help="list the files written")
+    sub.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     sub.set_defaults(run=cmd_build)
 
     sub = commands.add_parser("replay", help="replay tool calls (or the gold trajectory) on a task and print the verdict")

@@ -1,0 +1,280 @@
+"""The in-container ``textcraft`` command: the game file run as ``python3 -I textcraft_game.py COMMAND``.
+
+Expected texts come from SPEC §2 (tool output) and §3 (the action log); exit codes from the issue.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Mapping, Optional
+
+import pytest
+
+from tcsynth import game, harbor, records
+
+GAME_SOURCE = Path(game.__file__)
+PYTHON38 = Path("/root/.pyenv/versions/3.8.18/bin/python")
+
+
+def first_row(data, split: str = "train") -> Mapping:
+    return data.tasks[split][0]
+
+
+def make_game_dir(directory: Path, row: Mapping, recipes: bytes) -> Path:
+    """A game directory as the container has it: the game file, recipes.json and task.json."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "textcraft_game.py").write_bytes(GAME_SOURCE.read_bytes())
+    (directory / "recipes.json").write_bytes(recipes)
+    (directory / "task.json").write_bytes(harbor.task_json_bytes(row, harbor.sha256_hex(recipes)))
+    return directory
+
+
+def textcraft(game_dir: Path, *words: str, python: str = sys.executable, env_dir: Optional[Path] = None):
+    env = dict(os.environ, TEXTCRAFT_DIR=str(env_dir or game_dir))
+    return subprocess.run(
+        [python, "-I", str(game_dir / "textcraft_game.py"), *words], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def log_lines(game_dir: Path) -> List[str]:
+    path = game_dir / "actions.jsonl"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.fixture()
+def row(data):
+    return first_row(data)
+
+
+@pytest.fixture()
+def game_dir(tmp_path, row, data) -> Path:
+    return make_game_dir(tmp_path / "textcraft", row, data.recipes_bytes)
+
+
+def first_gold(row):
+    item, total, ingredients = next(records.gold_steps(row))
+    return item, total, ingredients
+
+
+def test_help_exits_zero_and_names_every_command(game_dir):
+    result = textcraft(game_dir, "--help")
+    assert result.returncode == 0
+    for command in ("craft", "info", "inventory", "finish", "--json"):
+        assert command in result.stdout
+    assert not log_lines(game_dir)
+
+
+def test_accepted_craft_prints_and_logs_one_compact_record(game_dir, row):
+    item, total, ingredients = first_gold(row)
+    result = textcraft(game_dir, "craft", item, str(total), *("%s=%d" % kv for kv in ingredients.items()))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Successfully crafted %d %s(s)\n" % (total, item)
+    expected = {"seq": 1, "tool": "craft", "args": {"ingredients": ingredients, "target": [item, total]}, "ok": True}
+    assert log_lines(game_dir) == [json.dumps(expected, separators=(",", ":"))]
+
+
+def test_rejected_craft_exits_1_and_is_logged_not_ok(game_dir, row):
+    item, total, ingredients = first_gold(row)
+    result_count = game.World.from_file(game_dir / "recipes.json").recipes[item][0][0]
+    if result_count == 1:
+        pytest.fail("the first gold craft of the first task should have result_count > 1")
+    bad = total + 1 if (total + 1) % result_count else total + 2
+    result = textcraft(game_dir, "craft", item, str(bad), *("%s=%d" % kv for kv in ingredients.items()))
+    assert result.returncode == 1
+    assert result.stdout.startswith("Error: All 1 recipe(s) failed for %s. Errors:\n" % item)
+    assert "Recipe 1: Target count %d is not divisible by recipe result count %d" % (bad, result_count) in result.stdout
+    assert json.loads(log_lines(game_dir)[0])["ok"] is False
+
+
+def test_zero_count_is_the_games_error_not_a_usage_error(game_dir, row):
+    item, _, ingredients = first_gold(row)
+    result = textcraft(game_dir, "craft", item, "0", *("%s=%d" % kv for kv in ingredients.items()))
+    assert (result.returncode, result.stdout) == (1, "Error: target count must be positive, got 0\n")
+    assert len(log_lines(game_dir)) == 1
+
+
+def test_json_forms_log_the_same_arguments(game_dir, row):
+    item, total, ingredients = first_gold(row)
+    arguments = {"ingredients": ingredients, "target": [item, total]}
+    assert textcraft(game_dir, "craft", "--json", json.dumps(arguments)).returncode == 0
+    assert textcraft(game_dir, "info", "--json", json.dumps([item])).returncode == 0
+    tools = [json.loads(line) for line in log_lines(game_dir)]
+    assert tools[0]["args"] == arguments
+    assert tools[1] == {"seq": 2, "tool": "get_info", "args": {"items": [item]}}
+
+
+def test_info_and_inventory_print_the_spec_json(game_dir, row, data):
+    item, total, ingredients = first_gold(row)
+    inventory = records.list_to_counts(row["initial_inventory"])
+    result = textcraft(game_dir, "inventory")
+    assert (result.returncode, result.stdout) == (0, json.dumps(inventory) + "\n")
+    result = textcraft(game_dir, "info", item, "no_such_item")
+    described = json.loads(result.stdout)
+    recipes = data.world_document["recipes"][item]
+    assert described[0] == {
+        "item": item,
+        "can_craft": True,
+        "is_base": False,
+        "in_inventory": 0,
+        "crafting_depth": data.world_document["depths"][item],
+        "recipes": [{"ingredients": dict(r["ingredients"]), "result_count": r["result_count"]} for r in recipes],
+    }
+    assert list(described[0]) == ["item", "can_craft", "is_base", "in_inventory", "crafting_depth", "recipes"]
+    assert described[1] == {"item": "no_such_item", "can_craft": False, "is_base": False, "in_inventory": 0, "crafting_depth": 0, "recipes": []}
+    aliases = textcraft(game_dir, "get_info", item), textcraft(game_dir, "view_inventory")
+    assert [r.returncode for r in aliases] == [0, 0]
+    assert [json.loads(line)["tool"] for line in log_lines(game_dir)] == ["view_inventory", "get_info", "get_info", "view_inventory"]
+
+
+def test_finish_ends_the_episode(game_dir):
+    result = textcraft(game_dir, "finish", "all", "done")
+    assert (result.returncode, result.stdout) == (0, "all done\n")
+    for words in (("inventory",), ("finish", "again"), ("info", "raw_a1")):
+        after = textcraft(game_dir, *words)
+        assert after.returncode == 1
+        assert after.stdout.startswith("Error:")
+    assert log_lines(game_dir) == ['{"seq":1,"tool":"finish","args":{"message":"all done"}}']
+
+
+USAGE_ERRORS = [
+    (),  # no command
+    ("dance",),  # unknown command
+    ("craft",),  # no target
+    ("craft", "a9_i1"),  # no count
+    ("craft", "a9_i1", "three", "raw_a1=2"),  # count not a number
+    ("craft", "a9_i1", "3", "raw_a1"),  # ingredient without =N
+    ("craft", "a9_i1", "3", "raw_a1=two"),  # amount not a number
+    ("craft", "a9_i1", "3", "=2"),  # no ingredient name
+    ("craft", "a9_i1", "3", "raw_a1=1", "raw_a1=1"),  # ingredient twice
+    ("craft", "--json"),  # no JSON
+    ("craft", "--json", "{"),  # not JSON
+    ("craft", "--json", "[]"),  # not an object
+    ("craft", "--json", '{"ingredients": {}, "target": ["a", 3], "extra": 1}'),  # extra key
+    ("craft", "--json", '{"ingredients": {"raw_a1": 2, "raw_a1": 2}, "target": ["a9_i1", 3]}'),  # duplicate key
+    ("craft", "--json", '{"ingredients": {"raw_a1": NaN}, "target": ["a9_i1", 3]}'),  # NaN
+    ("craft", "--json", '{"ingredients": {}, "target": ["a9_i1", Infinity]}'),  # Infinity
+    ("craft", "--json", '{"ingredients": {}, "target": ["a9_i1", 1e400]}'),  # infinite by overflow
+    ("info", "--json", '{"a": 1}'),  # not a list
+    ("info", "--json", "[1]"),  # not names
+    ("info", "--json", '["a"]', "extra"),  # two arguments
+    ("inventory", "now"),  # inventory takes nothing
+    ("finish",),  # no message
+]
+
+
+@pytest.mark.parametrize("words", USAGE_ERRORS, ids=[" ".join(w) or "<none>" for w in USAGE_ERRORS])
+def test_usage_errors_exit_2_and_log_nothing(game_dir, words):
+    result = textcraft(game_dir, *words)
+    assert result.returncode == 2, (words, result.stdout, result.stderr)
+    assert result.stderr.startswith("textcraft: ")
+    assert not log_lines(game_dir)
+
+
+def test_missing_task_is_unplayable(game_dir):
+    (game_dir / "task.json").unlink()
+    result = textcraft(game_dir, "inventory")
+    assert result.returncode == 3 and "textcraft:" in result.stderr
+
+
+def test_broken_log_is_unplayable_and_left_alone(game_dir):
+    (game_dir / "actions.jsonl").write_text('{"seq":1,"tool":"view_inventory","args":{},"ok":true}\n')
+    result = textcraft(game_dir, "inventory")
+    assert result.returncode == 3
+    assert log_lines(game_dir) == ['{"seq":1,"tool":"view_inventory","args":{},"ok":true}']
+
+
+def test_log_that_is_a_link_is_unplayable(game_dir, tmp_path):
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    elsewhere.write_text("")
+    (game_dir / "actions.jsonl").symlink_to(elsewhere)
+    assert textcraft(game_dir, "inventory").returncode == 3
+    assert elsewhere.read_text() == ""
+
+
+def test_default_directory_is_the_game_files_own(game_dir):
+    env = {key: value for key, value in os.environ.items() if key != game.GAME_DIR_VARIABLE}
+    result = subprocess.run(
+        [sys.executable, "-I", str(game_dir / "textcraft_game.py"), "inventory"], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0
+    assert len(log_lines(game_dir)) == 1
+
+
+CONCURRENT_WORKER = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("textcraft_game", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+worker, count, craft = sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+for number in range(count):
+    words = craft if number % 5 == 0 else ["info", "marker-%s-%d" % (worker, number)]
+    status = module.main(words)
+    assert status in (0, 1), status
+"""
+
+
+def test_concurrent_commands_keep_the_log_whole(game_dir, row, world):
+    """8 processes x 50 commands on one directory: the log replays and holds every command once."""
+    item, total, ingredients = first_gold(row)
+    craft = ["craft", item, str(total)] + ["%s=%d" % kv for kv in ingredients.items()]
+    env = dict(os.environ, TEXTCRAFT_DIR=str(game_dir))
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-I", "-c", CONCURRENT_WORKER, str(game_dir / "textcraft_game.py"), str(n), "50", *craft],
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+        for n in range(8)
+    ]
+    assert [worker.wait(timeout=300) for worker in workers] == [0] * 8
+    data = (game_dir / "actions.jsonl").read_bytes()
+    parsed = game.parse_log(data)  # raises on a torn or misnumbered record
+    assert len(parsed) == 400
+    markers = [arguments["items"][0] for tool, arguments, _ in parsed if tool == "get_info"]
+    assert sorted(markers) == sorted("marker-%d-%d" % (w, n) for w in range(8) for n in range(50) if n % 5)
+    crafts = [ok for tool, _, ok in parsed if tool == "craft"]
+    assert len(crafts) == 80
+    verdict = game.grade_log(world, json.loads((game_dir / "task.json").read_text()), data)
+    assert "not one the game wrote" not in verdict.reason  # every ok flag is what the rules give
+    assert verdict.crafts == crafts.count(True) > 0
+
+
+def test_game_file_is_python38_compatible(game_dir, row):
+    """The container may run any Python 3.8+: the syntax must parse as 3.8 and, where 3.8 exists, run."""
+    ast.parse(GAME_SOURCE.read_text(), feature_version=(3, 8))
+    interpreters = [str(PYTHON38)] if PYTHON38.exists() else []
+    for python in interpreters:
+        item, total, ingredients = first_gold(row)
+        result = textcraft(game_dir, "craft", item, str(total), *("%s=%d" % kv for kv in ingredients.items()), python=python)
+        assert (result.returncode, result.stdout) == (0, "Successfully crafted %d %s(s)\n" % (total, item)), result.stderr
+        assert textcraft(game_dir, "--help", python=python).returncode == 0
+
+
+def test_game_file_imports_nothing_from_the_package():
+    tree = ast.parse(GAME_SOURCE.read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "relative import in the game file"
+            imported.add(node.module.split(".")[0])
+    assert imported <= set(sys.stdlib_module_names)
+
+
+def test_a_name_that_is_not_utf8_is_answered_not_crashed(game_dir, world):
+    """A shell can pass any bytes; the answer is printed and the record logged (ASCII escapes)."""
+    env = dict(os.environ, TEXTCRAFT_DIR=str(game_dir))
+    command = [sys.executable, "-I", str(game_dir / "textcraft_game.py"), "craft", b"\xff".decode("utf-8", "surrogateescape"), "3", "a=1"]
+    result = subprocess.run(command, capture_output=True, env=env)
+    assert result.returncode == 1 and result.stdout.startswith(b"Error: No recipe found for ")
+    assert b"Traceback" not in result.stderr
+    record = json.loads(log_lines(game_dir)[0])
+    assert record["ok"] is False
+    verdict = game.grade_log(world, json.loads((game_dir / "task.json").read_text()), (game_dir / "actions.jsonl").read_bytes())
+    assert "not one the game wrote" not in verdict.reason

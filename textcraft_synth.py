@@ -48,8 +48,8 @@ __all__ = [
 ]
 
 _DESCRIPTION = (
-    "TextCraft-Synth (textcraft-synth@1): a text crafting game for training and evaluating LLM agents on "
-    "long-horizon planning. 3,154 tasks (2,522 train, 632 val) with gold trajectories, over a world of "
+    "TextCraft-Synth (textcraft-synth@1): crafting played in text, where an LLM agent has to plan many "
+    "steps ahead. 3,154 tasks (2,522 train, 632 val) with gold trajectories, over a world of "
     "1,452 items and recipes up to 12 levels deep."
 )
 _HOMEPAGE = "https://huggingface.co/datasets/apurvaga/textcraft-synth"

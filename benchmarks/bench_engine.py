@@ -2,14 +2,18 @@
 
     python benchmarks/bench_engine.py [--runs 5] [--source ../shared/source]
 
-Set TEXTCRAFT_REFERENCE to the unpacked platoon-textcraft 0.3.0 wheel to time its engine on the same calls
-(and check that both print the same observations).  Figures are medians over --runs runs.
+Set TEXTCRAFT_REFERENCE to the unpacked platoon-textcraft 0.3.0 wheel to time its engines on the same calls
+and check that they print the same observations: its container engine (``harbor/game.py``, standard
+library) in this process, and its in-process environment (``platoon_textcraft.env``) in the interpreter
+TEXTCRAFT_REFERENCE_PYTHON, which needs the reference's dependencies (``openreward``).  Figures are
+medians over --runs runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import importlib.util
 import json
 import os
@@ -61,6 +65,49 @@ def replay_reference(ref, book, work):
     return out
 
 
+def digest_of(observations):
+    return hashlib.sha256("\n".join(observations).encode()).hexdigest()
+
+
+# Runs in the reference's interpreter (it needs the reference's own dependencies, e.g. openreward):
+# times its TextCraft-Synth environment's craft tool on the same gold calls, as a black box.
+_REFERENCE_ENV_SCRIPT = r"""
+import gc, hashlib, json, statistics, sys, time
+sys.path.insert(0, sys.argv[1])
+from platoon_textcraft.env import TextCraftSynthEnvironment as Env
+tasks = json.load(open(sys.argv[2]))
+gc.collect(); gc.freeze()
+times = []
+for _ in range(int(sys.argv[3])):
+    start = time.perf_counter()
+    out = []
+    for spec, calls in tasks:
+        env = Env(task_spec=spec)
+        out.extend(env._craft(ingredients, target) for ingredients, target in calls)
+    times.append(time.perf_counter() - start)
+print(statistics.median(times), hashlib.sha256("\n".join(out).encode()).hexdigest())
+"""
+
+
+def time_reference_environment(root: Path, python: str, data, runs: int):
+    """(median seconds, observation digest) of the reference environment, or (None, why not)."""
+    tasks = []
+    for split in records.SPLITS:
+        for row in data.tasks[split]:
+            spec = records.source_from_row(row)
+            tasks.append((spec, [[ingredients, [item, total]] for item, total, ingredients in records.gold_steps(row)]))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "tasks.json"
+        path.write_text(json.dumps(tasks))
+        result = subprocess.run(
+            [python, "-c", _REFERENCE_ENV_SCRIPT, str(root), str(path), str(runs)], capture_output=True, text=True
+        )
+    if result.returncode != 0:
+        return None, (result.stderr.strip().splitlines() or ["failed"])[-1]
+    seconds, digest = result.stdout.split()
+    return float(seconds), digest
+
+
 def timed(fn, runs):
     times, result = [], None
     for _ in range(runs):
@@ -94,6 +141,16 @@ def main() -> None:
         theirs, their_observations = timed(lambda: replay_reference(ref, book, work), args.runs)
         same = their_observations == observations
         print("  reference %.3f s; ours is %.2fx faster; same observations: %s" % (theirs, theirs / ours, same))
+        env_python = os.environ.get("TEXTCRAFT_REFERENCE_PYTHON", sys.executable)
+        env_seconds, env_digest = time_reference_environment(Path(reference_root), env_python, data, args.runs)
+        if env_seconds is None:
+            print("  reference in-process environment: not timed (%s)" % env_digest)
+        else:
+            same = env_digest == digest_of(observations)
+            print(
+                "  reference in-process environment (platoon_textcraft.env, with its env construction): %.3f s; "
+                "ours is %.2fx faster; same observations: %s" % (env_seconds, env_seconds / ours, same)
+            )
     else:
         print("  (set TEXTCRAFT_REFERENCE to compare with the reference engine)")
 

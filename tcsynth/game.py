@@ -23,9 +23,8 @@ tool                arguments                       returns
 ``target`` is ``[ITEM, TOTAL]``: the total the inventory gains, a multiple of the recipe's ``result_count``.
 The ingredients must be exactly the recipe's, each ``recipe_count * TOTAL / result_count``, and held.
 A rejected craft changes nothing.  A crafted item new to the inventory goes to its end; an ingredient that
-reaches zero leaves it.  The episode succeeds (reward 1.0, no partial credit) when it ends with ``finish``
-and a non-empty message, and the inventory then holds, for every target, at least its count more than at
-the start.
+reaches zero leaves it.  Scoring is all or nothing: 1.0 for an episode closed by ``finish`` with a non-empty
+message once every target's count is up by at least the goal's number over the start, else 0.0.
 
 This module offers, from the inside out: :class:`World` (the recipes), :class:`Game` (one episode's state
 and the four tools), :func:`parse_tool_call` and :func:`replay` (run a list of tool calls, as a chat model
@@ -34,55 +33,66 @@ command and the verifier of a Harbor task.
 
 The ``textcraft`` command
 -------------------------
-In a Harbor task this file is ``/app/textcraft/textcraft_game.py`` and ``textcraft ARGS`` runs
-``python3 -I textcraft_game.py ARGS``.  ``$TEXTCRAFT_DIR`` (default: this file's directory) holds
-``task.json`` (``textcraft-task/1``), ``recipes.json`` and the action log ``actions.jsonl``::
+Inside a Harbor task this file sits at ``/app/textcraft/textcraft_game.py`` and the image's ``textcraft``
+wrapper runs it as ``python3 -I textcraft_game.py ...``.  Its files live in ``$TEXTCRAFT_DIR`` (when unset:
+the directory of this file): ``task.json`` (``textcraft-task/1``), ``recipes.json`` and the log
+``actions.jsonl``.  The commands, and the tool each one calls::
 
-    textcraft craft ITEM COUNT NAME=N [NAME=N ...]    craft --json '{"ingredients": {...}, "target": [ITEM, COUNT]}'
-    textcraft info ITEM [ITEM ...]                     info --json '[ITEM, ...]'      (alias get_info)
-    textcraft inventory                                (alias view_inventory)
-    textcraft finish MESSAGE                           (the words are joined with spaces)
-    textcraft --help
+    craft ITEM COUNT NAME=N ...       -> craft           also: craft --json '{"ingredients": {...}, "target": [ITEM, COUNT]}'
+    info ITEM ...  (or get_info)      -> get_info        also: info --json '[ITEM, ...]'
+    inventory  (or view_inventory)    -> view_inventory
+    finish WORD ...                   -> finish          the message is the words joined by single spaces
+    --help                            prints the usage text
 
-Each prints the tool's answer exactly as above.  Exit status: 0 the tool ran; 1 the game refused (a
-rejected craft, which is logged, or any command after ``finish``, which is not); 2 a malformed command
-line (nothing runs, nothing is logged); 3 the task cannot be played (a missing or broken ``task.json``,
-``recipes.json`` or action log).  A count or amount that is not a whole number is a usage error; one that
-is zero or negative goes to the game, which rejects it like any craft.
+Standard output receives the tool's answer verbatim.  Exit codes: 0 when the tool ran; 1 when the game
+turned the call down, that is a craft the rules reject (it is still recorded) or any command once the
+episode has finished (not recorded); 2 when the words do not form a command (no record); 3 when
+``task.json``, ``recipes.json`` or the log is missing or damaged.  COUNT and every N must parse as
+integers or the command is malformed; zero and negative values are handed to the game, which rejects the
+craft in its own words.
 
 The action log
 --------------
-The log is the state: one record a line, compact ASCII JSON, ``{"seq": n, "tool": TOOL, "args": {...}}``
-plus ``"ok": true|false`` on crafts (whether the rules accepted it), ``seq`` counting from 1, each line
-ending in a newline.  A command holds an exclusive ``flock`` on the log while it replays it from the
-task's starting inventory, runs its tool and appends its record, so concurrent commands never interleave
-or reorder records.  The log is opened without following a symbolic link and must stay a regular file
-of at most 32 MiB.
+No other state is saved: each command rebuilds the episode by replaying the log from the starting
+inventory.  Every line is one record of compact ASCII JSON terminated by a newline,
+``{"seq": n, "tool": TOOL, "args": {...}}``, where ``seq`` is 1 on the first line and rises by one per
+line; a craft's record also carries ``"ok": true`` (accepted) or ``"ok": false`` (rejected).  A command
+holds an exclusive ``flock`` on the log from the moment it reads it until its own record is appended, so
+parallel commands take turns.  The log has to be a regular file of 32 MiB or less, and it is never opened
+through a symbolic link.
 
 The verifier
 ------------
-``textcraft_game.py verify --task T --recipes R --root ROOT --log RELPATH --out DIR`` grades the log at
-``ROOT/RELPATH`` with trusted copies of the task and the recipes.  It first removes ``reward.json``,
-``reward.txt`` and ``textcraft-verdict.json`` from ``DIR`` (nothing planted there counts), then writes
-``reward.json`` (``{"reward": 1.0}`` or ``{"reward": 0.0}``) and ``textcraft-verdict.json`` (reward,
-reason, records, crafts, finished, missing, task, log_bytes), each whole or not at all, and exits 0.
-The reward is 1.0 only for a log the game could have written that ends in ``finish`` with a non-empty
-message and every target gained.  The log scores 0.0 when any component of ``RELPATH`` is a symbolic link
-(each is opened with ``O_NOFOLLOW`` relative to its parent directory; ``ROOT`` itself is trusted), when it
-is not a regular file (a FIFO), when it exceeds 32 MiB, is not UTF-8, lacks the final newline, or when a
-line is not exactly one JSON object (no blank line, no surrounding whitespace), repeats a key, holds NaN
-or Infinity, has other keys than its tool's, is misnumbered, names an unknown tool or malformed
-arguments, comes after ``finish``, or is a craft whose ``ok`` differs from what the rules give.  No log at all scores 0.0 too.  A broken trusted file is a setup
-fault: exit 3 and no reward.
+``textcraft_game.py verify --task T --recipes R --root ROOT --log RELPATH --out DIR`` is the grader.  T and
+R are the grader's own copies; only the log at ``ROOT/RELPATH`` comes from the agent.  The first thing it
+does is delete any ``reward.json``, ``reward.txt`` or ``textcraft-verdict.json`` already in DIR.  Then it
+writes, each through an atomic rename, ``reward.json`` (``{"reward": 1.0}`` or ``{"reward": 0.0}``) and
+``textcraft-verdict.json`` (environment, task, reward, reason, records, crafts, finished, missing,
+log_bytes), and exits 0.  Reward 1.0 needs a log the game could have produced that ends in ``finish`` with
+a non-empty message and shows every target gained.  Anything doubtful scores 0.0: a symbolic link at any
+step of RELPATH below ROOT (each step is opened relative to its parent directory with ``O_NOFOLLOW``;
+ROOT itself is trusted), a final entry that is not a regular file (a FIFO, say), more than 32 MiB, bytes
+that are not UTF-8, a last line without its newline, a line that is anything but one bare JSON object
+(blank, padded, CRLF-terminated), a repeated key, NaN or Infinity (written out or reached by overflow),
+missing or extra keys, wrong numbering, an unknown tool or malformed arguments, any record after
+``finish``, or a craft whose ``ok`` contradicts the rules.  A log that does not exist scores 0.0 as well.
+If T or R cannot be read, the setup is at fault: exit status 3 and no reward file.
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import stat
 import sys
+from collections import namedtuple
+
+try:
+    import fcntl  # POSIX; only the textcraft command needs it, the engine does not
+except ImportError:  # pragma: no cover
+    fcntl = None
 
 # ------------------------------------------------------------------------------------------------ constants
 
@@ -113,8 +123,8 @@ class World:
     __slots__ = ("name", "base_items", "depths", "recipes", "_recipe_json")
 
     def __init__(self, document):
-        if not isinstance(document, dict) or document.get("format") != RECIPES_FORMAT:
-            raise ValueError("not a %s document" % RECIPES_FORMAT)
+        if not (isinstance(document, dict) and document.get("format") == RECIPES_FORMAT):
+            raise ValueError("a world must be a JSON object whose format is %r" % RECIPES_FORMAT)
         if document.get("tags"):
             raise ValueError("recipes with tag ingredients are not part of %s" % ENVIRONMENT)
         self.name = document["name"]
@@ -123,11 +133,8 @@ class World:
         self.recipes = {}
         self._recipe_json = {}
         for item, recipes in document["recipes"].items():
-            parsed = []
-            for recipe in recipes:
-                # A dict first, so a repeated ingredient would behave as the environment's dict does.
-                parts = tuple(dict((name, count) for name, count in recipe["ingredients"]).items())
-                parsed.append((recipe["result_count"], parts))
+            # Through a dict, so a repeated ingredient would behave as the environment's dict does.
+            parsed = [(recipe["result_count"], tuple(dict(map(tuple, recipe["ingredients"])).items())) for recipe in recipes]
             self.recipes[item] = tuple(parsed)
             self._recipe_json[item] = [
                 {"ingredients": dict(parts), "result_count": result_count} for result_count, parts in parsed
@@ -145,9 +152,6 @@ class World:
 
     def is_base(self, item):
         return item in self.base_items
-
-    def can_craft(self, item):
-        return item in self.recipes
 
     def describe(self, item, held):
         """One entry of ``get_info``'s answer, keys in the order the game prints them."""
@@ -302,12 +306,9 @@ class Game:
 
     def missing_items(self):
         """``{item: shortfall}`` for every target the inventory has not yet gained in full."""
-        missing = {}
-        for item, count in self.target_items.items():
-            gained = self.inventory.get(item, 0) - self.initial_inventory.get(item, 0)
-            if gained < count:
-                missing[item] = count - gained
-        return missing
+        now, start = self.inventory, self.initial_inventory
+        shortfalls = ((item, wanted - (now.get(item, 0) - start.get(item, 0))) for item, wanted in self.target_items.items())
+        return {item: short for item, short in shortfalls if short > 0}
 
     def succeeded(self):
         """The success rule: finished with a non-empty message and every target gained."""
@@ -374,7 +375,7 @@ def argument_problem(tool, arguments):
         return "%s takes %s; got %s" % (tool, wanted, ", ".join(sorted(map(str, arguments))) or "none")
     if tool == "get_info":
         items = arguments["items"]
-        if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        if type(items) is not list or any(type(item) is not str for item in items):
             return "items must be a list of item names"
     elif tool == "finish" and not isinstance(arguments["message"], str):
         return "message must be a string"
@@ -493,517 +494,593 @@ def replay(world, task, calls):
     return judge(game, len(observations), observations)
 
 
-
-# ------------------------------------------------------------------------------------------------ action log
+# ----------------------------------------------------------------------------------------------- episode log
 #
-# In a Harbor task the game runs as a command, once per action, so the state lives in a file: the action
-# log.  Each record names the call and, for a craft, whether the rules accepted it.  Nothing else is kept:
-# the inventory is whatever replaying the log from the task's starting inventory gives.
+# A Harbor task runs the game once per command, so nothing survives between two commands except a file
+# of call records.  Replaying those records from the task's starting inventory rebuilds the whole state;
+# a craft's record also notes whether it was accepted, which lets the grader check each record honestly.
 
 LOG_NAME = "actions.jsonl"
-LOG_LIMIT = 32 * 1024 * 1024  # bytes; a longer log is not one an episode writes
-# The exact keys of a record, per tool.
-RECORD_KEYS = {
-    "craft": frozenset(("seq", "tool", "args", "ok")),
-    "get_info": frozenset(("seq", "tool", "args")),
-    "view_inventory": frozenset(("seq", "tool", "args")),
-    "finish": frozenset(("seq", "tool", "args")),
-}
+LOG_LIMIT = 32 * 1024 * 1024  # bytes; no real episode comes near this
+_RECORD_FIELDS = frozenset(("seq", "tool", "args"))
 
 
-class LogError(ValueError):
-    """An action log the game could not have written (the message says which record and why)."""
+class LogFault(ValueError):
+    """The action log (or the path to it) shows something the game itself never writes."""
 
 
-def log_record(seq, tool, arguments, ok=None):
-    """One line of the action log: compact ASCII JSON and a newline; ``ok`` only on crafts."""
-    record = {"seq": seq, "tool": tool, "args": arguments}
+class _StrictDecoder(json.JSONDecoder):
+    """A JSON reader for untrusted text.
+
+    Python's own reader quietly keeps the last of two equal member names and accepts ``NaN``,
+    ``Infinity`` and numbers so large they become infinite; none of these can come from the game's own
+    ``json.dumps``, so this reader fails on each of them with a ``ValueError``.
+    """
+
+    def __init__(self):
+        super().__init__(object_pairs_hook=self._build_object, parse_constant=self._refuse_constant, parse_float=self._bounded_float)
+
+    @staticmethod
+    def _build_object(members):
+        built = dict(members)
+        if len(built) != len(members):
+            names = [name for name, _ in members]
+            repeated = sorted({name for name in names if names.count(name) > 1})
+            raise ValueError("repeated member name(s): %s" % ", ".join(map(repr, repeated)))
+        return built
+
+    @staticmethod
+    def _refuse_constant(word):
+        raise ValueError("%s is outside JSON" % word)
+
+    @staticmethod
+    def _bounded_float(literal):
+        number = float(literal)
+        if math.isinf(number):
+            raise ValueError("the number %s overflows a double" % literal)
+        return number
+
+    def whole_value(self, text):
+        """The one JSON value that fills ``text`` exactly: no whitespace or anything else around it."""
+        value, end = self.raw_decode(text)
+        if end != len(text):
+            raise ValueError("unexpected text after the value at character %d" % end)
+        return value
+
+
+_STRICT = _StrictDecoder()
+
+
+def loads_strict(text):
+    """Parse JSON text (surrounding whitespace allowed) with :class:`_StrictDecoder`'s refusals."""
+    return _STRICT.decode(text)
+
+
+def format_record(seq, tool, arguments, accepted=None):
+    """The bytes of one log line: compact ASCII JSON, newline-terminated; crafts carry ``ok``."""
+    fields = {"seq": seq, "tool": tool, "args": arguments}
     if tool == "craft":
-        record["ok"] = bool(ok)
-    return json.dumps(record, separators=(",", ":"), ensure_ascii=True, allow_nan=False) + "\n"
+        fields["ok"] = accepted is True
+    text = json.dumps(fields, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    return (text + "\n").encode("ascii")
 
 
-def _unique_keys(pairs):
-    """``object_pairs_hook`` that refuses a repeated key (plain ``json`` keeps the last one silently)."""
-    result = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError("duplicate key %r" % (key,))
-        result[key] = value
-    return result
+# One checked record; ``ok`` is None except on crafts.
+LoggedCall = namedtuple("LoggedCall", ("tool", "args", "ok"))
 
 
-def _no_constant(name):
-    raise ValueError("%s is not a JSON number" % name)
+def _check_line(number, line):
+    """The :class:`LoggedCall` written on line ``number`` (counted from 1), or :class:`LogFault`."""
+    try:
+        record = _STRICT.whole_value(line)
+    except ValueError as error:
+        raise LogFault("line %d is not a single JSON value (%s)" % (number, error))
+    if type(record) is not dict:
+        raise LogFault("line %d holds a JSON %s where an object belongs" % (number, _type_name(record)))
+    tool = record.get("tool")
+    if type(tool) is not str or tool not in TOOL_PARAMETERS:
+        raise LogFault("line %d: %s is not a tool of the game" % (number, json.dumps(tool)))
+    wanted = _RECORD_FIELDS | {"ok"} if tool == "craft" else _RECORD_FIELDS
+    if record.keys() != wanted:
+        unexpected = sorted(set(record) - wanted)
+        absent = sorted(wanted - set(record))
+        raise LogFault(
+            "line %d: a %s record has the fields %s (unexpected: %s; absent: %s)"
+            % (number, tool, "/".join(sorted(wanted)), ", ".join(unexpected) or "-", ", ".join(absent) or "-")
+        )
+    seq = record["seq"]
+    if type(seq) is not int or seq != number:
+        raise LogFault("line %d: seq should be %d but reads %s" % (number, number, json.dumps(seq)))
+    complaint = argument_problem(tool, record["args"])
+    if complaint is not None:
+        raise LogFault("line %d: %s" % (number, complaint))
+    accepted = record.get("ok")
+    if tool == "craft" and type(accepted) is not bool:
+        raise LogFault("line %d: a craft's ok flag has to be a JSON boolean" % number)
+    return LoggedCall(tool, record["args"], accepted)
 
 
-def _finite_float(text):
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise ValueError("%s is too large for a number" % text)
-    return value
+def read_log(data):
+    """Split and check the bytes of an action log; returns its :class:`LoggedCall` list.
 
-
-def strict_json(text):
-    """``json.loads`` without duplicate keys and without ``NaN``/``Infinity`` (also none by overflow, like
-    ``1e400``); raises ``ValueError``."""
-    return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite_float)
-
-
-def parse_log(data):
-    """The records of an action log's bytes, checked: a list of ``(tool, arguments, ok)``.
-
-    Raises :class:`LogError` unless the bytes are UTF-8 lines, each ending in a newline, each a JSON object
-    (no repeated keys, no NaN/Infinity) with exactly the record keys of its tool, ``seq`` counting 1, 2, ...,
-    well-formed arguments and, on crafts, a boolean ``ok``.  Whether ``ok`` is right is for the replay.
+    Only the form is checked here (size, encoding, line endings, each record's fields and numbering);
+    whether the recorded outcomes are true is settled by :func:`replay_log`.
     """
     if len(data) > LOG_LIMIT:
-        raise LogError("the log is larger than %d bytes" % LOG_LIMIT)
+        raise LogFault("the log exceeds the 32 MiB limit (%d bytes allowed)" % LOG_LIMIT)
     try:
         text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise LogError("the log is not UTF-8 text")
-    if not text:
-        return []
-    if not text.endswith("\n"):
-        raise LogError("the last record does not end with a newline")
-    parsed = []
-    for seq, line in enumerate(text[:-1].split("\n"), 1):
-        if not (line.startswith("{") and line.endswith("}")):
-            raise LogError("record %d is not one JSON object on its own line" % seq)
-        try:
-            record = strict_json(line)
-        except ValueError as error:
-            raise LogError("record %d is not valid JSON: %s" % (seq, error))
-        if not isinstance(record, dict):
-            raise LogError("record %d is not a JSON object" % seq)
-        tool = record.get("tool")
-        if not isinstance(tool, str) or tool not in RECORD_KEYS:
-            raise LogError("record %d names no known tool" % seq)
-        if set(record) != RECORD_KEYS[tool]:
-            raise LogError("record %d must have exactly the keys %s" % (seq, ", ".join(sorted(RECORD_KEYS[tool]))))
-        if type(record["seq"]) is not int or record["seq"] != seq:
-            raise LogError("record %d is numbered %s" % (seq, json.dumps(record["seq"])))
-        problem = argument_problem(tool, record["args"])
-        if problem is not None:
-            raise LogError("record %d: %s" % (seq, problem))
-        ok = record.get("ok")
-        if tool == "craft" and type(ok) is not bool:
-            raise LogError("record %d: ok must be true or false" % seq)
-        parsed.append((tool, record["args"], ok))
-    return parsed
+    except UnicodeDecodeError as error:
+        raise LogFault("the log is not UTF-8 (byte %d)" % error.start)
+    lines = text.split("\n")
+    if lines.pop() != "":
+        raise LogFault("the log's final line is missing its newline")
+    return [_check_line(number, line) for number, line in enumerate(lines, 1)]
 
 
-def crafted(observation):
-    """Whether a craft's answer says the rules accepted it."""
-    return observation.startswith(CRAFTED_PREFIX)
+def craft_succeeded(answer):
+    """True when a ``craft`` answer reports success."""
+    return answer.startswith(CRAFTED_PREFIX)
 
 
-def replay_records(game, records, observations):
-    """Play checked log records on ``game``, appending each answer to ``observations``; raise
-    :class:`LogError` at the first record the game would not have written: one after ``finish``, or a craft
-    whose ``ok`` is not what the rules give.
+def replay_log(game, calls):
+    """Run checked records on ``game``, yielding each answer in turn.
+
+    Raises :class:`LogFault` at the first record the game would not have produced: anything recorded
+    once the episode had finished, or a craft whose ``ok`` flag disagrees with the rules.
     """
-    for seq, (tool, arguments, ok) in enumerate(records, 1):
+    for number, call in enumerate(calls, 1):
         if game.finished:
-            raise LogError("record %d comes after finish" % seq)
-        observation = game.call(tool, arguments)
-        if tool == "craft" and crafted(observation) is not ok:
-            raise LogError("record %d says ok=%s but the rules %s that craft" % (seq, json.dumps(ok), "accept" if not ok else "reject"))
-        observations.append(observation)
+            raise LogFault("line %d follows the finish call" % number)
+        answer = game.call(call.tool, call.args)
+        if call.tool == "craft" and craft_succeeded(answer) != call.ok:
+            truth = "accept" if craft_succeeded(answer) else "reject"
+            raise LogFault("line %d: ok is %s, yet the rules %s this craft" % (number, json.dumps(call.ok), truth))
+        yield answer
 
 
-def grade_log(world, task, data):
-    """The :class:`Verdict` on an action log's bytes: reward 1.0 only for a log the game could have written
-    that ends in ``finish`` with a message and every target gained."""
+_INVALID_LOG = "invalid action log: "
+
+
+def score_log(world, task, data):
+    """The :class:`Verdict` on the bytes of an action log for ``task``."""
     game = Game.for_task(world, task)
-    observations = []
+    answers = []
     try:
-        replay_records(game, parse_log(data), observations)
-    except LogError as error:
-        return judge(game, len(observations), observations, "the action log is not one the game wrote: %s" % error)
-    return judge(game, len(observations), observations)
+        answers.extend(replay_log(game, read_log(data)))
+    except LogFault as fault:
+        return judge(game, len(answers), answers, _INVALID_LOG + str(fault))
+    return judge(game, len(answers), answers)
 
 
-# ------------------------------------------------------------------------------------------- the command line
+# ------------------------------------------------------------------------------------------ textcraft command
 #
-# ``python3 -I textcraft_game.py COMMAND ...`` is the ``textcraft`` command of a Harbor task.  Each run takes
-# an exclusive lock on the action log, replays it, runs one tool, appends its record and prints the answer.
+# One process per command: lock the log, rebuild the episode from it, run the one tool asked for, append
+# that call's record, unlock, print the answer.
 
 GAME_DIR_VARIABLE = "TEXTCRAFT_DIR"
 TASK_FILE = "task.json"
 RECIPES_FILE = "recipes.json"
-EXIT_DONE = 0  # the tool ran (a craft the rules accepted, or any other tool)
-EXIT_GAME_ERROR = 1  # the game said no: a rejected craft (logged), or the episode is already over (not logged)
-EXIT_USAGE = 2  # the command line is not a command; nothing ran, nothing was logged
-EXIT_UNPLAYABLE = 3  # the task, the recipes or the action log cannot be read; nothing ran
-COMMAND_ALIASES = {
-    "craft": "craft",
-    "info": "get_info",
-    "get_info": "get_info",
-    "inventory": "view_inventory",
-    "view_inventory": "view_inventory",
-    "finish": "finish",
-}
+
+EXIT_OK = 0
+EXIT_REFUSED = 1  # a craft the rules turned down (it is still logged), or a command once finished (not logged)
+EXIT_USAGE = 2  # the words do not form a command: the game never saw them
+EXIT_UNPLAYABLE = 3  # a missing or damaged task.json, recipes.json or action log
+
+HELP_WORDS = ("--help", "-h", "help")
+
 USAGE = """\
-usage: textcraft COMMAND [ARGUMENTS]
+textcraft - play this task's crafting game, one command per call
 
-Plays one TextCraft-Synth episode; the files are in $TEXTCRAFT_DIR (by default the directory of the game
-file).  Every command is recorded in the action log, which the grader replays.
+  textcraft craft ITEM COUNT NAME=N [NAME=N ...]
+      Craft ITEM so that you end up with COUNT more of it.  List every ingredient of the
+      recipe, no more and no fewer.  A recipe makes result_count items per use, so COUNT has
+      to be a multiple of result_count, and an ingredient listed as {"x": k} in the recipe is
+      given as x=(k * COUNT / result_count).  Example: with the recipe
+      {"ingredients": {"raw_c1": 3, "c2_i4": 1}, "result_count": 2},
+          textcraft craft c3_i1 4 raw_c1=6 c2_i4=2
+      uses the recipe twice and gives you 4 c3_i1.
+  textcraft info ITEM [ITEM ...]
+      Looks ITEMs up: each one's recipes and crafting depth, whether it is a raw material, and
+      your count of it, printed as a JSON list.
+  textcraft inventory
+      What you hold right now, as a JSON object of item counts.
+  textcraft finish MESSAGE
+      Stop playing; MESSAGE says what you did.  You succeed if, by then, you have gained every
+      target item.  Commands after finish are refused.
 
-commands:
-  craft ITEM COUNT NAME=N [NAME=N ...]
-        Make COUNT of ITEM (the total you gain) using exactly the recipe's ingredients.  COUNT must be
-        a multiple of the recipe's result_count; each ingredient's N is its recipe amount times
-        COUNT / result_count.  For a recipe {"b1_i1": 2, "raw_b2": 1} with result_count 3,
-        textcraft craft b3_i2 6 b1_i1=4 raw_b2=2 makes 6 b3_i2.
-  info ITEM [ITEM ...]
-        Each item's recipes, crafting depth, base flag and the count you hold, as a JSON list.
-  inventory
-        What you hold now, as a JSON object {item: count}.
-  finish MESSAGE
-        End the episode with a message saying what you did.  It succeeds when your inventory has
-        gained every target item; no command runs after it.
+  Alternative spellings: get_info for info, view_inventory for inventory, and JSON arguments:
+      textcraft craft --json '{"ingredients": {"NAME": N}, "target": ["ITEM", COUNT]}'
+      textcraft info --json '["ITEM", ...]'
 
-  craft --json '{"ingredients": {NAME: N, ...}, "target": [ITEM, COUNT]}' and info --json '[ITEM, ...]'
-  take their arguments as one JSON value.  get_info and view_inventory name info and inventory too.
+  Files: $TEXTCRAFT_DIR (default: the directory of this game file) holds task.json,
+  recipes.json and actions.jsonl, the record of every command, which is what gets graded.
 
-exit status: 0 done, 1 the game refused (a rejected craft, or the episode is over),
-2 a malformed command (nothing is recorded), 3 the task cannot be played.
+  Exit codes: 0 = done; 1 = the game refused (rejected craft, or the game is over);
+  2 = malformed command, nothing recorded; 3 = the game files are missing or damaged.
 """
 
 
-class UsageError(Exception):
-    """A command line that names no valid command; nothing is run or logged."""
+class BadCommand(Exception):
+    """The words on the command line do not form a command; nothing is run or recorded."""
 
 
-class Unplayable(Exception):
-    """The task, the recipes or the action log cannot be read, so no command can run."""
+class CannotPlay(Exception):
+    """The episode's files cannot be used, so the command cannot run."""
 
 
-def _json_argument(words, command, kind):
-    if len(words) != 1:
-        raise UsageError("%s --json takes exactly one JSON %s" % (command, kind))
+def _integer(word, label):
     try:
-        return strict_json(words[0])
-    except ValueError as error:
-        raise UsageError("%s --json: not valid JSON (%s)" % (command, error))
-
-
-def _whole_number(text, what):
-    try:
-        return int(text)
+        return int(word)
     except ValueError:
-        raise UsageError("%s must be a whole number, got %r" % (what, text))
+        raise BadCommand("%s should be an integer, not %r" % (label, word))
 
 
-def parse_command(words):
-    """``(tool, arguments)`` of a ``textcraft`` command line (without the program name).
+def _option_value(words, name):
+    """The JSON value given as the only word after ``NAME --json``."""
+    if len(words) != 1:
+        raise BadCommand("%s --json expects a single argument, got %d" % (name, len(words)))
+    try:
+        return loads_strict(words[0])
+    except ValueError as error:
+        raise BadCommand("%s --json: cannot parse the JSON: %s" % (name, error))
 
-    Raises :class:`UsageError` for anything that is not a command.  What the game itself judges (a wrong
-    ingredient, a count that is zero or negative) is left to the game, so it is logged like any craft.
+
+def _craft_arguments(name, words):
+    if words[:1] == ["--json"]:
+        value = _option_value(words[1:], name)
+        if type(value) is not dict or value.keys() != {"ingredients", "target"}:
+            raise BadCommand('%s --json expects an object with exactly "ingredients" and "target"' % name)
+        return value
+    if len(words) < 2:
+        raise BadCommand("%s needs ITEM and COUNT, then one NAME=N per ingredient" % name)
+    item, count_word, pairs = words[0], words[1], words[2:]
+    count = _integer(count_word, "COUNT")
+    ingredients = {}
+    for pair in pairs:
+        cut = pair.rfind("=")
+        if cut <= 0:
+            raise BadCommand("ingredients are written NAME=N; %r is not" % pair)
+        ingredient = pair[:cut]
+        if ingredient in ingredients:
+            raise BadCommand("%s= appears more than once" % ingredient)
+        ingredients[ingredient] = _integer(pair[cut + 1:], "N in %r" % pair)
+    return {"ingredients": ingredients, "target": [item, count]}
+
+
+def _info_arguments(name, words):
+    if words[:1] == ["--json"]:
+        value = _option_value(words[1:], name)
+        if type(value) is not list or any(type(entry) is not str for entry in value):
+            raise BadCommand("%s --json expects a JSON array of strings" % name)
+        return {"items": value}
+    return {"items": list(words)}
+
+
+def _inventory_arguments(name, words):
+    if words:
+        raise BadCommand("%s does not accept arguments" % name)
+    return {}
+
+
+def _finish_arguments(name, words):
+    if not words:
+        raise BadCommand("%s needs a message" % name)
+    return {"message": " ".join(words)}
+
+
+# command word -> (tool, reader of the remaining words)
+_COMMANDS = {
+    "craft": ("craft", _craft_arguments),
+    "info": ("get_info", _info_arguments),
+    "get_info": ("get_info", _info_arguments),
+    "inventory": ("view_inventory", _inventory_arguments),
+    "view_inventory": ("view_inventory", _inventory_arguments),
+    "finish": ("finish", _finish_arguments),
+}
+
+
+def read_command(words):
+    """The ``(tool, arguments)`` a command line asks for, or :class:`BadCommand`.
+
+    Only the shape of the command is judged here; whether a craft makes sense (including a count of zero
+    or below) is the game's question, so such a craft is played and recorded.
     """
     if not words:
-        raise UsageError("no command given")
-    command, rest = words[0], list(words[1:])
-    tool = COMMAND_ALIASES.get(command)
-    if tool is None:
-        raise UsageError("unknown command %r" % command)
-    if tool == "craft":
-        if rest[:1] == ["--json"]:
-            arguments = _json_argument(rest[1:], command, "object")
-            if not isinstance(arguments, dict) or set(arguments) != {"ingredients", "target"}:
-                raise UsageError('craft --json takes {"ingredients": {...}, "target": [ITEM, COUNT]}')
-            return tool, arguments
-        if len(rest) < 2:
-            raise UsageError("craft takes ITEM COUNT NAME=N ...")
-        count = _whole_number(rest[1], "COUNT")
-        ingredients = {}
-        for word in rest[2:]:
-            name, equals, amount = word.rpartition("=")
-            if not equals or not name:
-                raise UsageError("an ingredient is NAME=N, got %r" % word)
-            if name in ingredients:
-                raise UsageError("ingredient %r is given twice" % name)
-            ingredients[name] = _whole_number(amount, "the amount of %s" % name)
-        return tool, {"ingredients": ingredients, "target": [rest[0], count]}
-    if tool == "get_info":
-        if rest[:1] == ["--json"]:
-            items = _json_argument(rest[1:], command, "list")
-            if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
-                raise UsageError("info --json takes a JSON list of item names")
-            return tool, {"items": items}
-        return tool, {"items": rest}
-    if tool == "view_inventory":
-        if rest:
-            raise UsageError("inventory takes no arguments")
-        return tool, {}
-    if not rest:
-        raise UsageError("finish takes a MESSAGE")
-    return tool, {"message": " ".join(rest)}
+        raise BadCommand("missing command")
+    entry = _COMMANDS.get(words[0])
+    if entry is None:
+        raise BadCommand("%r is not a textcraft command" % words[0])
+    tool, reader = entry
+    return tool, reader(words[0], list(words[1:]))
 
 
-def game_directory():
-    """Where the task, the recipes and the log are: ``$TEXTCRAFT_DIR``, else the game file's directory."""
-    return os.environ.get(GAME_DIR_VARIABLE) or os.path.dirname(os.path.abspath(__file__))
+def _game_dir():
+    configured = os.environ.get(GAME_DIR_VARIABLE)
+    return configured or os.path.split(os.path.realpath(__file__))[0]
 
 
-def load_task(path):
-    """A ``task.json`` document (raises ``ValueError`` or ``OSError``)."""
-    with open(path, "rb") as handle:
-        task = strict_json(handle.read().decode("utf-8"))
-    if not isinstance(task, dict) or task.get("format") != TASK_FORMAT:
-        raise ValueError("%s is not a %s document" % (path, TASK_FORMAT))
-    task_state(task)  # both count maps must be there
-    return task
+def read_task_file(path):
+    """A ``task.json`` document; ``ValueError`` (or ``OSError``) when it is not one."""
+    with open(path, "rb") as stream:
+        document = loads_strict(stream.read().decode("utf-8"))
+    kind = document.get("format") if isinstance(document, dict) else None
+    if kind != TASK_FORMAT:
+        raise ValueError("%s: format %s, expected %s" % (path, json.dumps(kind), TASK_FORMAT))
+    task_state(document)  # raises when either count map is absent or malformed
+    return document
 
 
-def load_episode(directory):
-    """``(world, task)`` of the game directory, or :class:`Unplayable`."""
+_SETUP_ERRORS = (OSError, ValueError, KeyError, TypeError, AttributeError)
+
+
+def _world_and_task(recipes_path, task_path):
+    """``(World, task)``; any failure surfaces as :class:`CannotPlay`."""
     try:
-        return World.from_file(os.path.join(directory, RECIPES_FILE)), load_task(os.path.join(directory, TASK_FILE))
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise Unplayable("cannot load the task from %s: %s" % (directory, error))
+        return World.from_file(recipes_path), read_task_file(task_path)
+    except _SETUP_ERRORS as error:
+        raise CannotPlay("unusable game files (%s, %s): %s" % (recipes_path, task_path, error))
 
 
-def _read_all(fd, limit):
-    """Up to ``limit + 1`` bytes from ``fd``'s current offset (one more than allowed tells it is too long)."""
-    chunks = []
-    size = 0
-    while size <= limit:
-        chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
+def _read_capped(fd, cap):
+    """Everything from ``fd``'s offset on, but never more than ``cap + 1`` bytes (enough to see excess)."""
+    with open(fd, "rb", closefd=False) as stream:
+        return stream.read(cap + 1)
 
 
-def _write_all(fd, data):
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def run_command(directory, tool, arguments):
-    """Run one tool on the episode logged in ``directory``: ``(answer, exit status)``.
-
-    The log is opened without following a link, locked exclusively for the whole read-replay-append, so
-    concurrent commands run one after another and each appends exactly one record in its turn.
-    """
-    import fcntl  # POSIX only; the engine itself does not need it
-
-    world, task = load_episode(directory)
-    path = os.path.join(directory, LOG_NAME)
-    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+def _open_log(path):
+    """The log's descriptor for reading and appending, created if absent, never through a link."""
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
+        fd = os.open(path, flags, 0o644)
     except OSError as error:
-        raise Unplayable("cannot open the action log %s: %s" % (path, error.strerror or error))
+        raise CannotPlay("%s cannot be opened: %s" % (path, error.strerror or error))
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        return fd
+    os.close(fd)
+    raise CannotPlay("%s exists but is not a regular file" % path)
+
+
+def play_command(directory, tool, arguments):
+    """Run one tool call against the episode recorded in ``directory``; returns ``(answer, exit code)``.
+
+    Everything from reading the log to appending the new record happens under an exclusive ``flock``,
+    so concurrent commands are serialised and the log never holds a torn or out-of-order record.
+    """
+    if fcntl is None:
+        raise CannotPlay("this platform has no fcntl, so the action log cannot be locked")
+    world, task = _world_and_task(os.path.join(directory, RECIPES_FILE), os.path.join(directory, TASK_FILE))
+    path = os.path.join(directory, LOG_NAME)
+    fd = _open_log(path)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise Unplayable("the action log %s is not a regular file" % path)
         fcntl.flock(fd, fcntl.LOCK_EX)
-        os.lseek(fd, 0, os.SEEK_SET)
-        data = _read_all(fd, LOG_LIMIT)
+        history = _read_capped(fd, LOG_LIMIT)
         game = Game.for_task(world, task)
         try:
-            records = parse_log(data)
-            replay_records(game, records, [])
-        except LogError as error:
-            raise Unplayable("the action log %s does not replay (%s); the episode cannot go on" % (path, error))
+            calls = read_log(history)
+            for _ in replay_log(game, calls):
+                pass
+        except LogFault as fault:
+            raise CannotPlay("%s cannot be replayed, so play cannot continue: %s" % (path, fault))
         if game.finished:
-            return EPISODE_OVER, EXIT_GAME_ERROR
+            return EPISODE_OVER, EXIT_REFUSED
         answer = game.call(tool, arguments)
-        ok = crafted(answer) if tool == "craft" else None
-        line = log_record(len(records) + 1, tool, arguments, ok).encode("ascii")
-        if len(data) + len(line) > LOG_LIMIT:
-            return "Error: the action log is full (%d bytes); finish the episode" % LOG_LIMIT, EXIT_GAME_ERROR
-        _write_all(fd, line)
-        return answer, EXIT_GAME_ERROR if ok is False else EXIT_DONE
+        accepted = craft_succeeded(answer) if tool == "craft" else None
+        record = format_record(len(calls) + 1, tool, arguments, accepted)
+        if len(history) + len(record) > LOG_LIMIT:
+            return "Error: no room is left in the %d-byte action log; nothing was recorded" % LOG_LIMIT, EXIT_REFUSED
+        with open(fd, "ab", closefd=False) as stream:
+            stream.write(record)
+        return answer, EXIT_REFUSED if accepted is False else EXIT_OK
     finally:
-        os.close(fd)  # releases the lock
+        os.close(fd)  # closing drops the lock too
 
 
-def _usage_error(message):
-    sys.stderr.write("textcraft: %s\n\n%s" % (message, USAGE))
-    return EXIT_USAGE
+def _print_answer(answer):
+    # Written as bytes: words from the command line may carry undecodable bytes (surrogate escapes).
+    sys.stdout.flush()
+    sys.stdout.buffer.write(answer.encode("utf-8", "backslashreplace") + b"\n")
+    sys.stdout.flush()
 
 
 def main(argv=None):
-    """The ``textcraft`` command (and ``verify``): returns the exit status."""
-    words = list(sys.argv[1:] if argv is None else argv)
-    if words[:1] in (["--help"], ["-h"], ["help"]):
+    """Entry point of ``textcraft`` (and of ``verify``); returns the process exit code."""
+    words = list(argv) if argv is not None else sys.argv[1:]
+    first = words[0] if words else None
+    if first in HELP_WORDS:
         sys.stdout.write(USAGE)
-        return EXIT_DONE
-    if words[:1] == ["verify"]:
-        return verify_main(words[1:])
+        return EXIT_OK
+    if first == "verify":
+        return verify_command(words[1:])
     try:
-        tool, arguments = parse_command(words)
-    except UsageError as error:
-        return _usage_error(str(error))
+        tool, arguments = read_command(words)
+    except BadCommand as problem:
+        sys.stderr.write("textcraft: %s\n(the commands are listed below)\n\n%s" % (problem, USAGE))
+        return EXIT_USAGE
     try:
-        answer, status = run_command(game_directory(), tool, arguments)
-    except Unplayable as error:
-        sys.stderr.write("textcraft: %s\n" % error)
+        answer, code = play_command(_game_dir(), tool, arguments)
+    except CannotPlay as problem:
+        sys.stderr.write("textcraft: %s\n" % problem)
         return EXIT_UNPLAYABLE
     if answer:
-        # Bytes, so a name that is not valid UTF-8 (from the command line) cannot fail the print.
-        sys.stdout.flush()
-        sys.stdout.buffer.write((answer + "\n").encode("utf-8", "backslashreplace"))
-        sys.stdout.flush()
-    return status
+        _print_answer(answer)
+    return code
 
 
-# -------------------------------------------------------------------------------------------------- verifier
+# ---------------------------------------------------------------------------------------------------- grader
 #
-# ``textcraft_game.py verify`` is the grader ``tests/test.sh`` runs with its own trusted copies of the game,
-# the recipes and the task.  Only the action log comes from the agent, so it is read with suspicion: reached
-# without following any link below ROOT, a regular file (not a FIFO that would block), at most LOG_LIMIT
-# bytes, then parsed strictly and replayed by the rules.
+# ``tests/test.sh`` calls ``textcraft_game.py verify`` from the tests directory, where the game, task and
+# recipes are the grader's own.  The one untrusted input is the action log, so it is approached with care:
+# every path component below ROOT is checked and opened without following links, only a regular file of
+# bounded size is read, and its contents are parsed strictly before being replayed.
 
 REWARD_FILE = "reward.json"
 VERDICT_FILE = "textcraft-verdict.json"
-# Files a grader may read from the output directory: whatever was there before grading is removed first.
-PLANTABLE_FILES = (REWARD_FILE, "reward.txt", VERDICT_FILE)
+# Whatever sits in the output directory under these names before grading is deleted, so it cannot count.
+_STALE_OUTPUTS = (REWARD_FILE, "reward.txt", VERDICT_FILE)
+_NO_LOG = "the agent never ran a textcraft command (the action log does not exist)"
 
 
-def open_below(root, relative):
-    """A read-only descriptor of the file at ``root/relative``; no component below ``root`` may be a link.
+def _log_components(relpath):
+    parts = relpath.split("/")
+    if relpath.startswith("/") or "" in parts or "." in parts or ".." in parts:
+        raise LogFault("%r is not a plain relative path below the root" % relpath)
+    return parts
 
-    ``root`` is trusted (it is the sandbox's root); each component below it is opened relative to its
-    parent's descriptor with ``O_NOFOLLOW``.  Raises ``OSError`` (``ENOENT`` when the file is absent) or
-    :class:`LogError` for a path that names a link or something that is not a regular file.
+
+def _walk_to_log(root, relpath):
+    """An open read-only descriptor of ``root/relpath``, reached without following any link below ``root``.
+
+    Returns None when the log (or a directory on its way) does not exist.  Raises :class:`LogFault` for
+    a symbolic link anywhere on the path or a final component that is not a regular file.
     """
-    parts = relative.split("/")
-    if relative.startswith("/") or any(part in ("", ".", "..") for part in parts):
-        raise LogError("the log path %r must be relative, without '.' or '..'" % relative)
-    nofollow = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    directory = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    parts = _log_components(relpath)
+    cloexec = getattr(os, "O_CLOEXEC", 0)
+    current = os.open(root, os.O_RDONLY | os.O_DIRECTORY | cloexec)  # the root itself is trusted
     try:
-        for number, part in enumerate(parts):
-            last = number == len(parts) - 1
+        for depth, part in enumerate(parts, 1):
+            shown = "/".join(parts[:depth])
+            final = depth == len(parts)
             try:
-                if last:
-                    fd = os.open(part, os.O_RDONLY | os.O_NONBLOCK | nofollow, dir_fd=directory)
-                else:
-                    fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | nofollow, dir_fd=directory)
+                info = os.stat(part, dir_fd=current, follow_symlinks=False)
+            except FileNotFoundError:
+                return None
+            if stat.S_ISLNK(info.st_mode):
+                raise LogFault("%s is a symbolic link" % shown)
+            if final and not stat.S_ISREG(info.st_mode):
+                raise LogFault("%s is not a regular file" % shown)
+            mode = os.O_RDONLY | os.O_NOFOLLOW | cloexec | (os.O_NONBLOCK if final else os.O_DIRECTORY)
+            try:
+                opened = os.open(part, mode, dir_fd=current)
+            except FileNotFoundError:
+                return None
             except OSError as error:
-                if error.errno != errno.ENOENT and _is_link(part, directory):
-                    raise LogError("%s is a symbolic link" % "/".join(parts[: number + 1]))
+                if error.errno == errno.ELOOP:  # replaced by a link between the check and the open
+                    raise LogFault("%s is a symbolic link" % shown)
                 raise
-            os.close(directory)
-            directory = fd
-        if not stat.S_ISREG(os.fstat(directory).st_mode):
-            raise LogError("%s is not a regular file" % relative)
-        fd, directory = directory, None
-        return fd
+            os.close(current)
+            current = opened
+        if not stat.S_ISREG(os.fstat(current).st_mode):
+            raise LogFault("%s is not a regular file" % relpath)
+        found, current = current, -1
+        return found
     finally:
-        if directory is not None:
-            os.close(directory)
+        if current >= 0:
+            os.close(current)
 
 
-def _is_link(name, directory):
+def fetch_log(root, relpath):
+    """The bytes of the agent's log, None if there is none; :class:`LogFault` when it cannot be trusted."""
     try:
-        return stat.S_ISLNK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
-    except OSError:
-        return False
-
-
-def read_agent_log(root, relative):
-    """``(bytes or None, problem or None)``: the log's bytes, ``(None, None)`` when there is no log."""
-    try:
-        fd = open_below(root, relative)
-    except LogError as error:
-        return None, str(error)
+        fd = _walk_to_log(root, relpath)
     except OSError as error:
-        if error.errno == errno.ENOENT:
-            return None, None
-        return None, "cannot open %s: %s" % (relative, error.strerror or error)
+        raise LogFault("%s cannot be opened: %s" % (relpath, error.strerror or error))
+    if fd is None:
+        return None
     try:
-        if os.fstat(fd).st_size > LOG_LIMIT:
-            return None, "the log is larger than %d bytes" % LOG_LIMIT
-        data = _read_all(fd, LOG_LIMIT)
+        too_big = os.fstat(fd).st_size > LOG_LIMIT
+        data = b"" if too_big else _read_capped(fd, LOG_LIMIT)
     finally:
         os.close(fd)
-    if len(data) > LOG_LIMIT:
-        return None, "the log is larger than %d bytes" % LOG_LIMIT
-    return data, None
+    if too_big or len(data) > LOG_LIMIT:
+        raise LogFault("the log exceeds the 32 MiB limit (%d bytes allowed)" % LOG_LIMIT)
+    return data
 
 
-def clear_outputs(out):
-    """Remove every file a grader could take a reward from, whatever the agent planted there."""
-    import shutil
-
+def _remove_stale_outputs(out):
     os.makedirs(out, exist_ok=True)
-    for name in PLANTABLE_FILES:
-        path = os.path.join(out, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        elif os.path.lexists(path):
-            os.unlink(path)
+    for name in _STALE_OUTPUTS:
+        target = os.path.join(out, name)
+        try:
+            mode = os.lstat(target).st_mode
+        except FileNotFoundError:
+            continue
+        if stat.S_ISDIR(mode):
+            import shutil
+
+            shutil.rmtree(target)
+        else:
+            os.unlink(target)
 
 
-def _write_file(directory, name, text):
-    """Write ``directory/name`` whole or not at all (a temporary file renamed into place)."""
-    import tempfile
-
-    handle, temporary = tempfile.mkstemp(prefix="." + name, dir=directory)
+def _publish(out, name, text):
+    """Put ``text`` at ``out/name`` atomically: a private temporary file, then a rename over the name."""
+    staging = os.path.join(out, ".%s.%s.partial" % (name, os.urandom(6).hex()))
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, os.path.join(directory, name))
+        with open(fd, "wb") as stream:
+            stream.write(text.encode("utf-8"))
+            stream.flush()
+            os.fchmod(stream.fileno(), 0o644)
+        os.replace(staging, os.path.join(out, name))
     except BaseException:
-        if os.path.lexists(temporary):
-            os.unlink(temporary)
+        try:
+            os.unlink(staging)
+        except FileNotFoundError:
+            pass
         raise
 
 
-def verify(task_path, recipes_path, root, relative, out):
-    """Grade the action log at ``root/relative`` and write ``reward.json`` and the verdict to ``out``.
+def verify(task_path, recipes_path, root, relpath, out):
+    """Grade the agent's log at ``root/relpath`` and write the reward and the verdict into ``out``.
 
-    Returns the verdict as a dict.  The task and recipes are trusted; a broken one raises
-    :class:`Unplayable` (a setup fault, not an agent's failure) after the old outputs are cleared.
+    Old outputs are removed before anything else.  The task and recipes are the grader's trusted copies:
+    if they cannot be read the fault is the setup's, so :class:`CannotPlay` is raised and no reward is
+    written.  Returns the verdict document.
     """
-    clear_outputs(out)
+    _remove_stale_outputs(out)
+    world, task = _world_and_task(recipes_path, task_path)
+    data = None
     try:
-        world, task = World.from_file(recipes_path), load_task(task_path)
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise Unplayable("cannot read the trusted task or recipes: %s" % error)
-    data, problem = read_agent_log(root, relative)
-    if problem is not None:
-        verdict = judge(Game.for_task(world, task), 0, [], "the action log is not one the game wrote: %s" % problem)
-    elif data is None:
-        verdict = judge(Game.for_task(world, task), 0, [], "there is no action log: no textcraft command ran")
+        data = fetch_log(root, relpath)
+    except LogFault as fault:
+        verdict = judge(Game.for_task(world, task), 0, [], _INVALID_LOG + str(fault))
     else:
-        verdict = grade_log(world, task, data)
-    report = verdict.as_dict()
-    report.update(environment=ENVIRONMENT, task=task.get("name"), log_bytes=None if data is None else len(data))
-    report["records"] = report.pop("calls")
-    _write_file(out, VERDICT_FILE, json.dumps(report, indent=1, sort_keys=True) + "\n")
-    _write_file(out, REWARD_FILE, json.dumps({"reward": verdict.reward}) + "\n")
-    return report
+        if data is None:
+            verdict = judge(Game.for_task(world, task), 0, [], _NO_LOG)
+        else:
+            verdict = score_log(world, task, data)
+    document = {
+        "environment": ENVIRONMENT,
+        "task": task.get("name"),
+        "reward": verdict.reward,
+        "reason": verdict.reason,
+        "records": verdict.calls,
+        "crafts": verdict.crafts,
+        "finished": verdict.finished,
+        "missing": dict(verdict.missing),
+        "log_bytes": len(data) if data is not None else None,
+    }
+    # The verdict first: a reward file never appears without its reasons.
+    for name, content in ((VERDICT_FILE, document), (REWARD_FILE, {"reward": verdict.reward})):
+        _publish(out, name, json.dumps(content, indent=1 if content is document else None, sort_keys=True) + "\n")
+    return document
 
 
-def verify_main(words):
-    """``verify --task T --recipes R --root ROOT --log RELPATH --out DIR``: exit 0 once graded."""
+def verify_command(words):
+    """``verify --task T --recipes R --root ROOT --log RELPATH --out DIR``; 0 once a reward is written."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="textcraft_game.py verify", description="Grade an action log.")
-    parser.add_argument("--task", required=True, help="the trusted task.json")
-    parser.add_argument("--recipes", required=True, help="the trusted recipes.json")
-    parser.add_argument("--root", required=True, help="the sandbox root (trusted); the log is below it")
-    parser.add_argument("--log", required=True, help="the log's path below ROOT, e.g. app/textcraft/actions.jsonl")
-    parser.add_argument("--out", required=True, help="where reward.json and %s go" % VERDICT_FILE)
-    args = parser.parse_args(words)
+    parser = argparse.ArgumentParser(
+        prog="textcraft verify",
+        description="Replay an agent's action log with trusted game files and write the reward.",
+    )
+    parser.add_argument("--task", required=True, metavar="T", help="task.json as the grader ships it")
+    parser.add_argument("--recipes", required=True, metavar="R", help="recipes.json as the grader ships it")
+    parser.add_argument("--root", required=True, help="directory the log path is resolved from; links above it are allowed")
+    parser.add_argument("--log", required=True, metavar="RELPATH", help="location of actions.jsonl relative to --root; no link may appear on it")
+    parser.add_argument("--out", required=True, metavar="DIR", help="directory that receives %s and %s" % (REWARD_FILE, VERDICT_FILE))
+    options = parser.parse_args(words)
     try:
-        report = verify(args.task, args.recipes, args.root, args.log, args.out)
-    except Unplayable as error:
-        sys.stderr.write("textcraft verify: %s\n" % error)
+        document = verify(
+            task_path=options.task, recipes_path=options.recipes, root=options.root, relpath=options.log, out=options.out
+        )
+    except CannotPlay as problem:
+        sys.stderr.write("textcraft verify: %s\n" % problem)
         return EXIT_UNPLAYABLE
-    sys.stdout.write("reward %s: %s (%d records, %d crafts)\n" % (report["reward"], report["reason"], report["records"], report["crafts"]))
-    return EXIT_DONE
+    sys.stdout.write("textcraft verify: reward=%s; %s\n" % (document["reward"], document["reason"]))
+    return EXIT_OK
 
 
 if __name__ == "__main__":

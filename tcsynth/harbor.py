@@ -238,15 +238,17 @@ def instruction_bytes(row: Mapping[str, Any]) -> bytes:
     return INSTRUCTION.format(goal=row["goal"], game_dir=GAME_DIR).encode("utf-8")
 
 
-# One image for the agent and the verifier: the base, tmux for terminal agents, and the textcraft command.
-# APT::Sandbox::User=root lets apt run where its _apt user cannot (rootless builders).
+# The same image serves the agent and the verifier: the base image, tmux (terminal agents drive the
+# container through it) and a two-line `textcraft` wrapper.  apt runs its downloads as root, since rootless
+# image builders have no _apt user to hand them to.
 _IMAGE_SETUP = """\
-RUN set -eux; \\
-    apt-get -o APT::Sandbox::User=root update; \\
-    apt-get -o APT::Sandbox::User=root install -y --no-install-recommends tmux; \\
-    rm -rf /var/lib/apt/lists/*; \\
-    printf '%s\\n' '#!/bin/sh' 'exec python3 -I {game_dir}/{game_file} "$@"' > /usr/local/bin/textcraft; \\
-    chmod 0755 /usr/local/bin/textcraft
+RUN echo 'APT::Sandbox::User "root";' > /etc/apt/apt.conf.d/10textcraft-root \\
+ && apt-get update \\
+ && apt-get install --yes --no-install-recommends tmux \\
+ && rm -rf /var/lib/apt/lists/* \\
+ && echo '#!/bin/sh' > /usr/local/bin/textcraft \\
+ && echo 'exec python3 -I {game_dir}/{game_file} "$@"' >> /usr/local/bin/textcraft \\
+ && chmod 755 /usr/local/bin/textcraft
 """.format(game_dir=GAME_DIR, game_file=GAME_FILE)
 
 
@@ -306,12 +308,13 @@ def test_sh_bytes() -> bytes:
 
 SOLVE_SH = """\
 #!/bin/bash
-# Gold solution of {name}: the source task's {crafts} crafts (total counts), then finish.
-set -euo pipefail
-if ! command -v textcraft >/dev/null 2>&1; then
-  # No image (platoon's process provider): run the game file below the sandbox root.
-  textcraft() {{ python3 -I "${{PLATOON_SANDBOX_ROOT:-}}{game_dir}/{game_file}" "$@"; }}
-fi
+# {name}: replays its {crafts} gold crafts, each with the total the command takes, and finishes.
+set -eu -o pipefail
+# Outside a container (platoon's process provider) there is no wrapper on PATH; the sandbox's files
+# sit below PLATOON_SANDBOX_ROOT, so call the game file there.
+type textcraft >/dev/null 2>&1 || textcraft() {{
+  python3 -I "${{PLATOON_SANDBOX_ROOT:-}}{game_dir}/{game_file}" "$@"
+}}
 {commands}
 """
 
@@ -384,7 +387,7 @@ def check_gold(world: game.World, row: Mapping[str, Any]) -> None:
     episode = game.Game.for_task(world, records.engine_task(row))
     for number, (item, total, ingredients) in enumerate(records.gold_steps(row), 1):
         answer = episode.craft(ingredients, [item, total])
-        if not game.crafted(answer):
+        if not game.craft_succeeded(answer):
             raise ExportError("the gold solution of %s fails at craft %d: %s" % (row["name"], number, answer))
     episode.finish(finish_message(row))
     if not episode.succeeded():
@@ -592,8 +595,8 @@ viewer: false
 
 # TextCraft-Synth as Harbor tasks
 
-A text crafting game for training and evaluating LLM agents on long-horizon planning: each task asks
-for some items that take up to 12 levels of recipes to make from a starting inventory.  This export
+Each task hands an agent a starting inventory and asks it, through a `textcraft` command in a container,
+for a few items whose recipe trees run up to 12 levels deep; it has to look recipes up and plan far ahead.  This export
 holds {total} tasks as [Harbor](https://pypi.org/project/harbor/) task directories:
 
 | split | tasks | by difficulty |
@@ -613,14 +616,15 @@ harbor run --repo https://huggingface.co/datasets/{repo_id} --dataset textcraft-
 harbor run --path tasks/textcraft-synth-val-easy-00003 --agent oracle       # one task from a local copy
 ```
 
-The `oracle` agent runs `solution/solve.sh` and scores 1.0 on every task; `nop` scores 0.0.  Task
+Harbor's `oracle` agent plays `solution/solve.sh`, which wins every task; the `nop` agent, which does
+nothing, gets 0.0.  Task
 names carry split and difficulty, so `--include-task-name` selects difficulties.  The tasks run without a
 network (`network_mode = "no-network"`): the gold solutions are public.
 
 ## Run the tasks with platoon 0.4
 
-platoon's `harbor` service fetches the dataset at a revision and selects tasks on the fields of
-`task-index.json` (platoon 0.3 dropped `service_kwargs.image_map`; every task builds the same image from
+platoon's `harbor` service downloads the dataset at a fixed revision and filters tasks by any field
+of `task-index.json` (platoon 0.3 dropped `service_kwargs.image_map`; every task builds the same image from
 its own `environment/Dockerfile`, so no map is needed):
 
 ```yaml
@@ -642,12 +646,12 @@ sandbox's files below `$PLATOON_SANDBOX_ROOT`.
 The agent acts only through the `textcraft` command (`craft`, `info`, `inventory`, `finish`; see any
 task's `instruction.md`), which runs the game file `textcraft_game.py` on the files in `/app/textcraft`.
 Each command appends one record to `/app/textcraft/actions.jsonl`; that log is the whole state.  The
-verifier (`tests/test.sh`) replays the log with its own copies of the game, the recipes and the task in
-a separate container and writes `/logs/verifier/reward.json` (`1.0` or `0.0`) and
+verifier (`tests/test.sh`) replays the log in a container of its own, from trusted copies of the game
+file, `recipes.json` and `task.json` kept in `tests/`, and writes `/logs/verifier/reward.json` (`1.0` or `0.0`) and
 `textcraft-verdict.json` (the reason).  Only a log the game could have written scores: well-formed and
-numbered records, every craft's `ok` flag what the rules give, nothing after `finish`, a regular file of
-at most 32 MiB reached without symbolic links, ending in `finish` with a message and every target
-crafted.
+numbered records, each craft's `ok` flag equal to what the rules decide, no record after `finish`, a
+plain file (no symbolic link on its path, 32 MiB at most), ending in `finish` with a message once every
+target is crafted.
 
 ## Files
 
@@ -705,15 +709,10 @@ class TreeWriter:
             os.chmod(path, 0o755)
 
     def write(self, path: str, data: bytes, mode: int) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
-        try:
-            if self.fix_modes:
-                os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
+        # "xb": a fresh file only, never one already staged; buffered writes retry short writes.
+        with open(path, "xb") as handle:
+            handle.write(data)
+        os.chmod(path, mode)
 
     def task(self, task_dir: str, files: Sequence[TaskFile], link: bool = True) -> None:
         """Write one task directory.  With ``link``, shared files link to the first copy of their name."""
@@ -859,8 +858,8 @@ def register_cli(commands: Any) -> None:
     sub = commands.add_parser("export-harbor", help="write every task as a Harbor task directory, with the index files and a card")
     sub.add_argument("out", help="the directory to write (must be absent or empty unless --force)")
     sub.add_argument("--splits", nargs="+", metavar="SPLIT", help="splits to export, e.g. train val or train,val (default: all)")
-    sub.add_argument("--limit", type=int, help="export only the first N tasks of each split")
-    sub.add_argument("--force", action="store_true", help="replace OUT if it is not empty")
+    sub.add_argument("--limit", type=int, help="keep only the first N tasks of every split")
+    sub.add_argument("--force", action="store_true", help="overwrite OUT even when it already holds files")
     sub.add_argument(
         "--index-only",
         action="store_true",

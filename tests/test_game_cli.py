@@ -233,14 +233,14 @@ def test_concurrent_commands_keep_the_log_whole(game_dir, row, world):
     ]
     assert [worker.wait(timeout=300) for worker in workers] == [0] * 8
     data = (game_dir / "actions.jsonl").read_bytes()
-    parsed = game.parse_log(data)  # raises on a torn or misnumbered record
+    parsed = game.read_log(data)  # raises on a torn or misnumbered record
     assert len(parsed) == 400
     markers = [arguments["items"][0] for tool, arguments, _ in parsed if tool == "get_info"]
     assert sorted(markers) == sorted("marker-%d-%d" % (w, n) for w in range(8) for n in range(50) if n % 5)
     crafts = [ok for tool, _, ok in parsed if tool == "craft"]
     assert len(crafts) == 80
-    verdict = game.grade_log(world, json.loads((game_dir / "task.json").read_text()), data)
-    assert "not one the game wrote" not in verdict.reason  # every ok flag is what the rules give
+    verdict = game.score_log(world, json.loads((game_dir / "task.json").read_text()), data)
+    assert "invalid action log" not in verdict.reason  # every ok flag is what the rules give
     assert verdict.crafts == crafts.count(True) > 0
 
 
@@ -276,5 +276,5 @@ def test_a_name_that_is_not_utf8_is_answered_not_crashed(game_dir, world):
     assert b"Traceback" not in result.stderr
     record = json.loads(log_lines(game_dir)[0])
     assert record["ok"] is False
-    verdict = game.grade_log(world, json.loads((game_dir / "task.json").read_text()), (game_dir / "actions.jsonl").read_bytes())
-    assert "not one the game wrote" not in verdict.reason
+    verdict = game.score_log(world, json.loads((game_dir / "task.json").read_text()), (game_dir / "actions.jsonl").read_bytes())
+    assert "invalid action log" not in verdict.reason

@@ -119,7 +119,7 @@ def test_nop_scores_zero(tasks_dir, data, tmp_path):
     root = make_sandbox(tmp_path / "sandbox", tasks_dir / row["name"])
     assert run_script(root / "tests" / "test.sh", root).returncode == 0
     assert reward_of(root) == 0.0
-    assert "no action log" in verdict_of(root)["reason"]
+    assert "never ran a textcraft command" in verdict_of(root)["reason"]
 
 
 def test_finish_without_the_targets_scores_zero(tasks_dir, data, tmp_path):
@@ -374,7 +374,7 @@ def test_verdict_names_the_reason_and_counts(gold_case, tmp_path):
     (root / LOG_RELPATH).write_bytes(dump(_after_finish(gold_log(row))))
     grade(root)
     verdict = verdict_of(root)
-    assert verdict["reward"] == 0.0 and "after finish" in verdict["reason"]
+    assert verdict["reward"] == 0.0 and "follows the finish call" in verdict["reason"]
     assert verdict["task"] == row["name"]
     assert stat.S_IMODE((root / "logs" / "verifier" / "reward.json").stat().st_mode) == 0o644
 
@@ -397,11 +397,11 @@ def test_log_path_must_be_plainly_relative(gold_case, tmp_path, world, relpath):
     assert report["reward"] == 0.0
 
 
-def test_grade_log_agrees_with_replay_on_the_gold_episode(world, data):
+def test_score_log_agrees_with_replay_on_the_gold_episode(world, data):
     """The log grader and the engine's replay give the same verdict for the same calls."""
     for row in sample_rows(data):
         log = gold_log(row)
-        by_log = game.grade_log(world, records.engine_task(row), dump(log))
+        by_log = game.score_log(world, records.engine_task(row), dump(log))
         by_replay = game.replay(world, records.engine_task(row), log)
         assert by_log.as_dict() == by_replay.as_dict()
         assert by_log.reward == 1.0

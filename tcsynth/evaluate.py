@@ -432,24 +432,25 @@ def write_results(out: Path, files: Mapping[str, bytes]) -> None:
 # ---------------------------------------------------------------------------------------------- command line
 
 
-def _budget(text: str) -> float:
+def _whole_number(text: str, minimum: int) -> int:
+    """An argparse value: an integer of at least ``minimum``."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError("not an integer: %r" % text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be >= 0 (0: no limit)")
+    if value < minimum:
+        raise argparse.ArgumentTypeError("must be an integer >= %d" % minimum)
+    return value
+
+
+def _budget(text: str) -> float:
+    """``--max-steps``: a turn budget, 0 for none."""
+    value = _whole_number(text, 0)
     return NO_LIMIT if value == 0 else value
 
 
 def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not an integer: %r" % text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be a positive integer")
-    return value
+    return _whole_number(text, 1)
 
 
 def spec_from_args(args: argparse.Namespace) -> AgentSpec:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -128,10 +127,7 @@ def parser() -> argparse.ArgumentParser:
 
     # Each product module adds its own subcommands with `register_cli(commands)`.
     for module_name in _COMMAND_MODULES:
-        if importlib.util.find_spec(module_name) is not None:  # while products are being added
-            module = importlib.import_module(module_name)
-            if hasattr(module, "register_cli"):
-                module.register_cli(commands)
+        importlib.import_module(module_name).register_cli(commands)
     return top
 
 

@@ -35,11 +35,14 @@ def cmd_build_data(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     """The main job: every product from the records in data/ (the configs, the root index files, Harbor)."""
     from . import harbor
-    from .build import build
+    from .build import BuildError, write_data
 
-    written = build(Path(args.data_dir), log=_log if args.verbose else None, progress=not args.quiet)
+    try:
+        data = store.load_records(Path(args.data_dir))
+    except store.DataError as error:
+        raise BuildError(str(error))
+    written = write_data(data, Path(args.data_dir), log=_log if args.verbose else None, progress=not args.quiet)
     print("rebuilt %d files in %s from its records" % (len(written), args.data_dir))
-    data = store.load_records(Path(args.data_dir))
     try:
         harbor.write_index_files(Path(args.index_dir), data)
         print("wrote %s to %s" % (", ".join(harbor.ROOT_INDEX_FILES), args.index_dir))

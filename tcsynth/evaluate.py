@@ -370,23 +370,12 @@ def select_rows(data: store.Records, config: str, split: str, limit: Optional[in
     return rows[:limit] if limit is not None else rows
 
 
-def load_split_records(data_dir: Path, split: str) -> store.Records:
-    """The records with only ``split``'s task rows: an eval run need not read the other split."""
-    rows = store.read_parquet_rows(store.parquet_path(data_dir, store.TASKS_CONFIG, split))
-    recipes = Path(data_dir) / records.RECIPES_FILE
-    try:
-        recipes_bytes = recipes.read_bytes()
-    except OSError as error:
-        raise store.DataError("cannot read %s: %s" % (recipes, error.strerror or error))
-    return store.Records({split: rows}, recipes_bytes, b"")
-
-
 def evaluate(request: EvalRequest, progress: bool = True) -> Tuple[List[EpisodeRun], Dict[str, Any]]:
     """Run the request; returns the episodes and the summary."""
     if request.protocol.rollouts < 1 or request.workers < 1 or (request.limit is not None and request.limit < 1):
         raise EvalError("rollouts, workers and limit must be positive")
     check_selection(request.config, request.split)
-    data = load_split_records(request.data_dir, request.split)
+    data = store.load_records(request.data_dir, splits=(request.split,))
     rows = select_rows(data, request.config, request.split, request.limit)
     runs = run_episodes(rows, data.world_document, request.spec, request.protocol, request.workers, progress, request.record_turns)
     max_steps = request.protocol.max_steps

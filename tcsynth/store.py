@@ -111,10 +111,13 @@ class Records:
         return json.loads(self.recipes_bytes.decode("utf-8"))
 
 
-def load_records(data_dir: Path = DEFAULT_DATA_DIR) -> Records:
-    """Read the records from ``data_dir`` (raises :class:`DataError` naming a missing or broken file)."""
+def load_records(data_dir: Path = DEFAULT_DATA_DIR, splits: Iterable[str] = records.SPLITS) -> Records:
+    """Read the records from ``data_dir`` (raises :class:`DataError` naming a missing or broken file).
+
+    ``splits`` limits the task rows read, for callers that need one split only (an eval run).
+    """
     data_dir = Path(data_dir)
-    tasks = {split: read_parquet_rows(parquet_path(data_dir, TASKS_CONFIG, split)) for split in records.SPLITS}
+    tasks = {split: read_parquet_rows(parquet_path(data_dir, TASKS_CONFIG, split)) for split in splits}
     return Records(tasks, _read(data_dir / records.RECIPES_FILE), _read(data_dir / records.LICENSE_FILE))
 
 

@@ -9,12 +9,12 @@ import random
 
 import pytest
 
-from tcsynth import cli, evaluate, records
+from tcsynth import cli, evaluate, records, store
 from tcsynth.agents import PlannerAgent
 from tcsynth.evaluate import Protocol, crafter_score, depth_reached, milestone_rates, run_episode, wilson_interval
 
 Z = 1.959963984540054
-READ_ONE_SPLIT = evaluate.load_split_records  # before the fixture below replaces it
+READ_RECORDS = store.load_records  # before the fixture below replaces it
 
 
 def load_leaderboard(repo):
@@ -26,8 +26,8 @@ def load_leaderboard(repo):
 
 @pytest.fixture(autouse=True)
 def records_read_once(data, monkeypatch):
-    """The command reads data/ through load_split_records; hand it the session's copy to keep the tests quick."""
-    monkeypatch.setattr(evaluate, "load_split_records", lambda data_dir, split: data)
+    """The command reads data/ through store.load_records; hand it the session's copy to keep the tests quick."""
+    monkeypatch.setattr(store, "load_records", lambda data_dir, splits=records.SPLITS: data)
 
 
 def run_cli(*argv):
@@ -104,8 +104,8 @@ def test_episode_record(data, world):
     json.dumps(episode, allow_nan=False)  # plain JSON
 
 
-def test_load_split_records_reads_one_split(repo, data):
-    only_val = READ_ONE_SPLIT(repo / "data", "val")
+def test_an_eval_run_can_read_one_split(repo, data):
+    only_val = READ_RECORDS(repo / "data", splits=("val",))
     assert list(only_val.tasks) == ["val"] and only_val.tasks["val"] == data.tasks["val"]
     assert only_val.world_document == data.world_document
 

@@ -7,7 +7,7 @@
 >>> builder.download_and_prepare(); medium = builder.as_dataset()
 
 ``python -m textcraft_synth --help`` lists the commands (``build-data``, ``build``, ``replay``, ``sft``,
-``eval``, ``export-harbor``).
+``eval``, ``export-harbor``, ``verify-export``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Optional, Tuple
 import datasets
 from datasets.builder import Key
 
-from tcsynth import game, records, store
+from tcsynth import build, game, records, store
 from tcsynth.configs import CONFIGS, DEFAULT_CONFIG
 from tcsynth.env import NO_LIMIT, TextCraftEnv
 from tcsynth.game import Game, Verdict, World, parse_tool_call, replay
@@ -70,7 +70,7 @@ class TextCraftSynthConfig(datasets.BuilderConfig):
 
     Args:
         records_dir (`str`, *optional*): the ``data/`` directory to read the records from; defaults to the
-            one beside this file.
+            checkout's, else the Hub dataset's records.
         difficulties (`tuple[str, ...]`, *optional*): keep only rows of these difficulties
             (``easy``, ``medium``, ``hard``, ``extreme``); ignored by ``recipes``, whose rows have none.
         verify (`bool`, defaults to `True`): replay every task's gold trajectory in the engine while
@@ -124,9 +124,9 @@ class TextCraftSynth(datasets.GeneratorBasedBuilder):
 
     def _generate_examples(self, split: str):
         spec = CONFIGS[self.config.name]
-        data = store.load_records(Path(self.config.records_dir) if self.config.records_dir else store.DEFAULT_DATA_DIR)
-        rows = spec.rows(data, split)
-        world = game.World(data.world_document) if spec.holds_tasks and self.config.verify else None
+        data = store.load_records(store.resolve_data_dir(Path(self.config.records_dir) if self.config.records_dir else None))
+        rows = build.config_rows(spec, data, split)
+        world = data.world if spec.holds_tasks and self.config.verify else None
         for number, row in enumerate(rows):
             difficulty = row.get("difficulty")  # recipe rows have none
             if self.config.difficulties and difficulty is not None and difficulty not in self.config.difficulties:
@@ -137,8 +137,8 @@ class TextCraftSynth(datasets.GeneratorBasedBuilder):
 
 
 def load_world(data_dir: Optional[Path] = None) -> World:
-    """The engine's :class:`World` from ``data/recipes.json`` (or another ``data`` directory)."""
-    return World.from_file(Path(data_dir or store.DEFAULT_DATA_DIR) / records.RECIPES_FILE)
+    """The engine's :class:`World`: the one the package carries (textcraft-synth@1), or ``data_dir``'s."""
+    return store.load_world(Path(data_dir) if data_dir is not None else None)
 
 
 def verify_row(row, world: World) -> Verdict:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tcsynth import configs, sft, store  # noqa: E402
+from tcsynth import build, configs, sft, store  # noqa: E402
 
 SFT_CONFIGS = [name for name in configs.CONFIGS if name == "sft" or name.startswith("sft-")]
 
@@ -33,7 +33,7 @@ def build_once(data: store.Records) -> tuple:
     for name in SFT_CONFIGS:
         spec = configs.CONFIGS[name]
         for split in spec.splits:
-            size += len(store.parquet_bytes(spec.rows(data, split), spec.features))
+            size += len(store.parquet_bytes(build.config_rows(spec, data, split), spec.features))
     return rendered - started, time.perf_counter() - rendered, size
 
 

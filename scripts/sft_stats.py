@@ -1,17 +1,16 @@
-"""How big the sft conversations are, per difficulty: turns, tool calls, characters and tokens.
+"""How big the sft conversations are, per difficulty: turns, tool calls and characters.
 
-    python scripts/sft_stats.py [--out-dir docs]
+    pip install '.[plots]' && python scripts/sft_stats.py [--out-dir docs]
 
-Tokens are counted under the test tokenizer of ``tests/test_sft.py`` (byte-level BPE, 1,024 entries, trained
-on the shortest train conversations) with its Hermes/Qwen-style chat template, tools included: a small
-vocabulary, so real tokenizers give fewer tokens.  Writes ``sft-sizes.md`` (a markdown table) and
-``sft-sizes.png`` (box plots) into ``--out-dir``; the same records give the same files.
+Characters are those of every message's content plus every tool call's name and JSON arguments (the
+``num_characters`` column); token counts depend on the model's tokenizer and chat template, roughly a
+quarter of the characters for item codes like these.  Writes ``sft-sizes.md`` (a markdown table),
+``sft-sizes.json`` and ``sft-sizes.png`` (box plots) into ``--out-dir``; the same records give the same files.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -21,35 +20,19 @@ from typing import Any, Dict, List
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from tqdm.auto import tqdm  # noqa: E402
-
 from tcsynth import records, sft, store  # noqa: E402
 
 MEASURES = (
     ("num_turns", "assistant turns"),
     ("num_tool_calls", "tool calls (= turns with one call per turn)"),
     ("num_characters", "characters"),
-    ("num_tokens", "tokens (test tokenizer)"),
 )
 
 
-def load_test_module():
-    """``tests/test_sft.py``, for the tokenizer and chat template the tests train with."""
-    spec = importlib.util.spec_from_file_location("test_sft", REPO_ROOT / "tests" / "test_sft.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def measured_rows(data: store.Records) -> List[Dict[str, Any]]:
-    """Every sft row (decoded), with ``num_tokens`` under the test tokenizer added."""
-    tests = load_test_module()
-    rows = [tests.decode_row(row) for split in records.SPLITS for row in sft.sft_rows(data, split)]
-    tokenizer = tests.train_tokenizer(tests.tokenizer_sample(rows))
-    for row in tqdm(rows, desc="tokenizing conversations", unit="task"):
-        text = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False)
-        row["num_tokens"] = len(tokenizer(text, add_special_tokens=False)["input_ids"])
-    return rows
+    """Every sft row's size columns (both splits)."""
+    columns = ("difficulty",) + tuple(column for column, _ in MEASURES)
+    return [{column: row[column] for column in columns} for split in records.SPLITS for row in sft.sft_rows(data, split)]
 
 
 def percentile(values: List[int], fraction: float) -> int:
@@ -90,13 +73,13 @@ def markdown(table: Dict[str, Dict[str, Dict[str, int]]]) -> str:
 
 
 def plot(rows: List[Dict[str, Any]], path: Path) -> None:
-    """Box plots of turns, characters and tokens per difficulty (PNG, no timestamp, so reproducible)."""
+    """Box plots of turns and characters per difficulty (PNG, no timestamp, so reproducible)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shown = [MEASURES[0], (MEASURES[1][0], "turns, one call per turn"), MEASURES[2], MEASURES[3]]
+    shown = [MEASURES[0], (MEASURES[1][0], "turns, one call per turn"), MEASURES[2]]
     figure, axes = plt.subplots(1, len(shown), figsize=(15, 3.8))
     for axis, (column, title) in zip(axes, shown):
         groups = [[row[column] for row in rows if row["difficulty"] == d] for d in records.DIFFICULTIES]
@@ -116,6 +99,10 @@ def main() -> None:
     parser.add_argument("--out-dir", default=str(REPO_ROOT / "docs"), help="where to write the files (default: %(default)s)")
     parser.add_argument("--data-dir", default=str(store.DEFAULT_DATA_DIR), help="the data/ directory (default: %(default)s)")
     args = parser.parse_args()
+    try:  # checked first: the measuring takes minutes
+        import matplotlib  # noqa: F401
+    except ImportError:
+        parser.exit(1, "error: this script draws with matplotlib: pip install '.[plots]'\n")
     rows = measured_rows(store.load_records(Path(args.data_dir)))
     table = summary(rows)
     out = Path(args.out_dir)

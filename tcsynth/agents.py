@@ -17,7 +17,9 @@ agent       what it does
 ==========  ===============================================================================================
 
 ``calls_per_turn`` (oracle, planner) sets how many tool calls one turn may carry; ``None`` puts every call
-the agent has ready into one turn.  :func:`make_agent` builds an agent by name.
+the agent has ready into one turn.  :func:`make_agent` builds an agent by name.  Each agent declares its
+settings in ``OPTIONS`` (:class:`Option`): the command line makes its flags from them, so adding an agent
+never means editing the runner.
 """
 
 from __future__ import annotations
@@ -25,21 +27,52 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import socket
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from http.client import HTTPException
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import records
 
 Message = Dict[str, Any]
 ToolCall = Dict[str, Any]
-_GOAL_ITEM = re.compile(r"(\d+)x (\S+?)(?:,|$)")
-FINISH_MESSAGE = "Crafted every target item."
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting of an agent, as its constructor takes it and the command line offers it.
+
+    Args:
+        name (`str`): the constructor's keyword argument; the flag is ``--`` plus it with dashes.
+        help (`str`): one line for ``--help``.
+        type (`Callable[[str], Any]`): turns the command-line text into the value (raises ``ValueError``).
+        default (`Any`, *optional*): shown in ``--help``; the constructor's own default applies when unset.
+        shorthand (`tuple[str, Any]`, *optional*): another flag that sets this option to a fixed value,
+            e.g. ``("--batch", None)``.
+        required (`bool`, defaults to `False`): the agent cannot run without it.
+    """
+
+    name: str
+    help: str
+    type: Callable[[str], Any] = str
+    default: Any = None
+    shorthand: Optional[Any] = None
+    required: bool = False
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def positive_int(text: str) -> int:
+    """A whole number of at least 1 (``ValueError`` otherwise)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be a positive integer, got %d" % value)
+    return value
 
 
 @dataclass
@@ -64,6 +97,7 @@ class Agent:
 
     name = "agent"
     privileged = False
+    OPTIONS: Tuple[Option, ...] = ()
 
     def reset(self, observation: Mapping[str, Any], info: Mapping[str, Any], *, rng: random.Random, row: Optional[Mapping[str, Any]] = None) -> None:
         """Start an episode: ``observation`` is ``env.reset()``'s; ``rng`` is the episode's only randomness."""
@@ -77,7 +111,7 @@ class Agent:
 def goal_targets(observation: Mapping[str, Any]) -> Dict[str, int]:
     """``{item: count}`` read from the goal in the first user message (``Craft the following items: 3x a``)."""
     goal = next(m["content"] for m in observation["messages"] if m.get("role") == "user")
-    return {item: int(count) for count, item in _GOAL_ITEM.findall(goal.split(":", 1)[-1].strip())}
+    return records.parse_goal(goal)
 
 
 def call(tool: str, **arguments: Any) -> ToolCall:
@@ -107,7 +141,16 @@ class ScriptedAgent(Agent):
         self._turns: List[List[ToolCall]] = []
 
     def act(self, observations: Sequence[Message]) -> Turn:
-        return Turn(self._turns.pop(0) if self._turns else [call("finish", message=FINISH_MESSAGE)])
+        return Turn(self._turns.pop(0) if self._turns else [call("finish", message="Done.")])
+
+
+CALLS_PER_TURN = Option(
+    "calls_per_turn",
+    "tool calls per turn (default: %(default)s)",
+    positive_int,
+    default=1,
+    shorthand=("--batch", None),
+)
 
 
 class OracleAgent(ScriptedAgent):
@@ -115,6 +158,7 @@ class OracleAgent(ScriptedAgent):
 
     name = "oracle"
     privileged = True
+    OPTIONS = (CALLS_PER_TURN,)
 
     def __init__(self, calls_per_turn: Optional[int] = 1) -> None:
         super().__init__()
@@ -123,7 +167,7 @@ class OracleAgent(ScriptedAgent):
     def reset(self, observation, info, *, rng, row=None) -> None:
         if row is None:
             raise ValueError("the oracle needs the task row")
-        self._turns = in_turns(records.gold_tool_calls(row, FINISH_MESSAGE), self.calls_per_turn)
+        self._turns = in_turns(records.gold_tool_calls(row), self.calls_per_turn)
 
 
 class NopAgent(ScriptedAgent):
@@ -144,6 +188,7 @@ class RandomAgent(Agent):
     """
 
     name = "random"
+    OPTIONS = (Option("finish_probability", "random: chance of finishing on each turn (default: %(default)s)", float, default=0.05),)
 
     def __init__(self, finish_probability: float = 0.05) -> None:
         if not 0.0 <= finish_probability <= 1.0:
@@ -202,6 +247,7 @@ class PlannerAgent(Agent):
     """
 
     name = "planner"
+    OPTIONS = (CALLS_PER_TURN,)
 
     def __init__(self, calls_per_turn: Optional[int] = 1) -> None:
         self.calls_per_turn = _check_calls_per_turn(calls_per_turn)
@@ -222,9 +268,10 @@ class PlannerAgent(Agent):
             if look:
                 self._pending = look
                 return Turn(look)
-            self._planned = in_turns(self.plan() + [call("finish", message=FINISH_MESSAGE)], self.calls_per_turn)
+            finish = call("finish", message=records.finish_message(self.targets))
+            self._planned = in_turns(self.plan() + [finish], self.calls_per_turn)
         self._pending = []
-        return Turn(self._planned.pop(0) if self._planned else [call("finish", message=FINISH_MESSAGE)])
+        return Turn(self._planned.pop(0) if self._planned else [call("finish", message=records.finish_message(self.targets))])
 
     def _next_lookups(self) -> List[ToolCall]:
         if not self._started:
@@ -310,7 +357,10 @@ def _json_or(text: Any, default: Any) -> Any:
 # ---------------------------------------------------------------------------------------------- the model
 
 
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_RETRIES = 3
 # Failures worth another attempt: the server or the network, not the request.
 _RETRY_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 
@@ -339,16 +389,25 @@ class OpenAIAgent(Agent):
     """
 
     name = "openai"
+    OPTIONS = (
+        Option("model", "openai: the model name the endpoint serves", required=True),
+        Option("base_url", "openai: OpenAI-compatible API root (default: %(default)s)", default=DEFAULT_BASE_URL),
+        Option("api_key_env", "openai: environment variable holding the API key (default: %(default)s)", default=DEFAULT_API_KEY_ENV),
+        Option("temperature", "openai: sampling temperature (default: the server's)", float),
+        Option("max_tokens", "openai: reply length cap", positive_int),
+        Option("timeout", "openai: seconds to wait for one reply (default: %(default)s)", float, default=DEFAULT_TIMEOUT_S),
+        Option("retries", "openai: retries after a transient failure (default: %(default)s)", int, default=DEFAULT_RETRIES),
+    )
 
     def __init__(
         self,
         model: str,
-        base_url: str = "https://api.openai.com/v1",
+        base_url: str = DEFAULT_BASE_URL,
         api_key_env: str = DEFAULT_API_KEY_ENV,
         temperature: Optional[float] = None,
         max_tokens: Optional[int] = None,
-        timeout: float = 120.0,
-        retries: int = 3,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        retries: int = DEFAULT_RETRIES,
         backoff: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:

@@ -1,27 +1,36 @@
 """Building ``data/``: from the source files (``build-data``) or again from the records it holds (``build``).
 
-Both paths check everything before writing anything: the SHA-256 of every source file, the shape of every
-task line, that the rows convert back to the source bytes, and that every gold trajectory replays in the
-engine to reward 1.0.  Output goes to a staging directory that replaces ``data/`` only when complete, so a
-failed build leaves ``data/`` as it was.
+Both paths check everything before writing anything: for the published world (``textcraft-synth@1``) the
+SHA-256 of every source file and that the rows convert back to its bytes; for every world the shape of
+every task line and that every gold trajectory replays in the engine to reward 1.0.  Output goes to a
+staging directory that replaces ``data/`` only when complete, so a failed build leaves ``data/`` as it was.
+
+:func:`config_rows` is the one place that knows how each config's rows come from the records; the
+``datasets`` builder in ``textcraft_synth.py`` calls it too.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from tqdm.auto import tqdm
 
-from . import game, records, store
-from .configs import CONFIGS
+from . import configs, game, records, sft, store
+from .errors import UserError
 from .store import Records
 
 Log = Callable[[str], None]
+DISTRIBUTION = "textcraft-synth"
+# The extra whose exact versions rebuild data/ byte for byte (declared once, in pyproject.toml).
+BUILD_EXTRA = "build"
 
 
-class BuildError(ValueError):
+class BuildError(UserError):
     """The inputs cannot be built from; the message names the file and the reason in one line."""
+
+
+# ----------------------------------------------------------------------------------------- reading sources
 
 
 def read_source(source_dir: Path) -> Records:
@@ -44,16 +53,16 @@ def read_source(source_dir: Path) -> Records:
             )
     tasks = {}
     for split, filename in records.SOURCE_FILES.items():
-        try:
-            lines = records.parse_source_file(blobs[filename], str(source_dir / filename))
-        except records.SourceError as error:
-            raise BuildError(str(error))
+        lines = records.parse_source_file(blobs[filename], str(source_dir / filename))
         tasks[split] = records.rows_from_source_lines(split, lines)
     return Records(tasks, blobs[records.RECIPES_FILE], blobs[records.LICENSE_FILE])
 
 
-def verify_records(data: Records, progress: bool = True) -> None:
-    """Raise :class:`BuildError` unless the records are complete, lossless and every gold trajectory wins."""
+# -------------------------------------------------------------------------------------------- verification
+
+
+def check_release(data: Records) -> None:
+    """For the published world, the pinned bytes: ``recipes.json`` and each split's source file."""
     if records.sha256_hex(data.recipes_bytes) != records.SOURCE_SHA256[records.RECIPES_FILE]:
         raise BuildError("%s: not the textcraft-synth@1 world (SHA-256 differs)" % records.RECIPES_FILE)
     for split, filename in records.SOURCE_FILES.items():
@@ -62,24 +71,114 @@ def verify_records(data: Records, progress: bool = True) -> None:
             raise BuildError("%s: %d tasks, expected %d" % (split, len(rows), records.TASK_COUNTS[split]))
         if records.sha256_hex(records.source_file_bytes(rows)) != records.SOURCE_SHA256[filename]:
             raise BuildError("%s: the rows do not convert back to %s byte for byte" % (split, filename))
-    world = game.World(data.world_document)
+
+
+def check_gold(data: Records, progress: bool = True) -> None:
+    """Raise :class:`BuildError` unless every task's gold trajectory reaches its goal in the engine."""
+    world = data.world
     total = sum(len(rows) for rows in data.tasks.values())
     with tqdm(total=total, desc="replaying gold trajectories", unit="task", disable=not progress or None) as bar:
-        for split in records.SPLITS:
-            for row in data.tasks[split]:
+        for rows in data.tasks.values():
+            for row in rows:
                 verdict = game.replay(world, records.engine_task(row), records.gold_tool_calls(row))
                 if not verdict.success:
                     raise BuildError("%s: the gold trajectory does not reach the goal: %s" % (row["name"], verdict.reason))
                 bar.update(1)
 
 
+def verify_records(data: Records, progress: bool = True) -> None:
+    """Raise :class:`BuildError` unless the records are complete, lossless and every gold trajectory wins.
+
+    The published world (its name is :data:`records.TASK_NAME_PREFIX`) must also be byte for byte the
+    pinned source; any other world (a generated one) is checked by its rows' round trip and its gold.
+    """
+    if data.world_name == records.TASK_NAME_PREFIX:
+        check_release(data)
+    for split, rows in data.tasks.items():
+        lines = [records.source_from_row(row) for row in rows]
+        if records.rows_from_source_lines(split, lines, data.world_name) != rows:
+            raise BuildError("%s: the rows do not convert to source lines and back unchanged" % split)
+    check_gold(data, progress)
+
+
+# --------------------------------------------------------------------------------------------- config rows
+
+
+def recipe_rows(data: Records) -> List[Dict[str, Any]]:
+    """One row per item of the world, shallow items first (then by name); base items have no recipe."""
+    world = data.world_document
+    base = set(world["base_items"])
+    depths = world["depths"]
+    rows = []
+    for item in sorted(base | set(world["recipes"]), key=lambda name: (depths.get(name, 0), name)):
+        recipes = world["recipes"].get(item, [])
+        if len(recipes) > 1:
+            raise BuildError("%s has %d recipes; the recipes config holds one per item" % (item, len(recipes)))
+        recipe = recipes[0] if recipes else None
+        rows.append(
+            {
+                "item": item,
+                "depth": depths.get(item, 0),
+                "is_base": item in base,
+                "result_count": recipe["result_count"] if recipe else None,
+                "ingredients": [{"item": name, "count": count} for name, count in recipe["ingredients"]] if recipe else [],
+            }
+        )
+    return rows
+
+
+def config_rows(spec: configs.ConfigSpec, data: Records, split: str) -> List[Dict[str, Any]]:
+    """The rows of one split of a config, from the records (sft rows with messages as JSON text)."""
+    if spec.kind == configs.RECIPES:
+        return recipe_rows(data)
+    if spec.kind == configs.SFT:
+        rows = sft.sft_rows(data, split, parallel=spec.parallel)
+    else:
+        rows = data.tasks[split]
+    return [row for row in rows if spec.keeps(row)]
+
+
+# ------------------------------------------------------------------------------------------------- writing
+
+
+def pinned_build_versions() -> Dict[str, str]:
+    """``{package: version}`` of the ``build`` extra: the versions that rebuild ``data/`` byte for byte."""
+    from importlib import metadata
+
+    try:
+        requirements = metadata.requires(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        return {}
+    pinned = {}
+    for requirement in requirements:
+        spec, _, marker = requirement.partition(";")
+        if "==" in spec and BUILD_EXTRA in marker and "extra" in marker:
+            name, _, version = spec.partition("==")
+            pinned[name.strip()] = version.strip()
+    return pinned
+
+
+def version_mismatches() -> List[str]:
+    """``"pyarrow 25.0.0 (data/ is built with 26.0.1)"`` for every installed version that differs from the pin."""
+    from importlib import metadata
+
+    found = []
+    for name, wanted in sorted(pinned_build_versions().items()):
+        try:
+            installed = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            installed = "none"
+        if installed != wanted:
+            found.append("%s %s (data/ is built with %s)" % (name, installed, wanted))
+    return found
+
+
 def product_files(data: Records) -> Dict[str, bytes]:
     """Every file of ``data/`` ({relative path: bytes}), derived from the records."""
     files = {records.RECIPES_FILE: data.recipes_bytes, records.LICENSE_FILE: data.license_bytes}
-    for spec in CONFIGS.values():
+    for spec in configs.CONFIGS.values():
         for split in spec.splits:
-            path = "%s/%s.parquet" % (spec.name, split)
-            files[path] = store.parquet_bytes(spec.rows(data, split), spec.features)
+            files["%s/%s.parquet" % (spec.name, split)] = store.parquet_bytes(config_rows(spec, data, split), configs.features(spec.kind))
     return files
 
 
@@ -101,8 +200,4 @@ def build_data(source_dir: Path, data_dir: Path = store.DEFAULT_DATA_DIR, **kwar
 
 def build(data_dir: Path = store.DEFAULT_DATA_DIR, **kwargs) -> List[str]:
     """``build``: rebuild every product in ``data_dir`` from the records it already holds."""
-    try:
-        data = store.load_records(data_dir)
-    except store.DataError as error:
-        raise BuildError(str(error))
-    return write_data(data, data_dir, **kwargs)
+    return write_data(store.load_records(data_dir), data_dir, **kwargs)

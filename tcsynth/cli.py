@@ -1,67 +1,79 @@
-"""``python -m textcraft_synth SUBCOMMAND``: a thin argparse layer over the package.
+"""``python -m textcraft_synth SUBCOMMAND``: the command line, on top of everything else.
 
-User mistakes (a missing file, a bad hash, an unknown task) end in one ``error:`` line and a non-zero exit
-status, never a traceback.
+Each subcommand parses its arguments, checks every one of them before anything is written, calls the
+package, and prints.  No other module imports this one.  User mistakes (a missing file, a bad hash, an
+unknown task, an output that cannot be written) end in one ``error:`` line and exit status 1, never a
+traceback; ``--help`` of each subcommand lists its options.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import errno
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
-from . import game, records, store
+from . import configs, game, records, store
+from .errors import UserError
 
-
-class UserError(Exception):
-    """A problem with what the user asked for; printed as one line."""
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a writer killed by SIGPIPE (`... | head`)
 
 
 def _log(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+def _data_dir(args: argparse.Namespace) -> Path:
+    """The data directory a command reads: ``--data-dir``, else the checkout's, else the Hub dataset's."""
+    return store.resolve_data_dir(Path(args.data_dir) if args.data_dir else None)
+
+
+def _writable_directory(path: Path, what: str) -> Path:
+    """``path`` if it is an existing directory this process may write into, else :class:`UserError`."""
+    if not path.is_dir():
+        raise UserError("%s %s is not a directory" % (what, path))
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UserError("%s %s is not writable" % (what, path))
+    return path
+
+
+# --------------------------------------------------------------------------------------------- the data
+
+
 def cmd_build_data(args: argparse.Namespace) -> int:
     from .build import build_data
 
-    written = build_data(Path(args.source), Path(args.data_dir), log=_log if args.verbose else None)
-    print("built %d files in %s from %s" % (len(written), args.data_dir, args.source))
+    written = build_data(Path(args.source), Path(args.data_dir or store.DEFAULT_DATA_DIR), log=_log if args.verbose else None, progress=not args.quiet)
+    print("built %d files in %s from %s" % (len(written), args.data_dir or store.DEFAULT_DATA_DIR, args.source))
     return 0
 
 
 def cmd_build(args: argparse.Namespace) -> int:
     """The main job: every product from the records in data/ (the configs, the root index files, Harbor)."""
     from . import harbor
-    from .build import BuildError, write_data
+    from .build import version_mismatches, write_data
 
-    try:
-        data = store.load_records(Path(args.data_dir))
-    except store.DataError as error:
-        raise BuildError(str(error))
-    written = write_data(data, Path(args.data_dir), log=_log if args.verbose else None, progress=not args.quiet)
-    print("rebuilt %d files in %s from its records" % (len(written), args.data_dir))
-    try:
-        harbor.write_index_files(Path(args.index_dir), data)
-        print("wrote %s to %s" % (", ".join(harbor.ROOT_INDEX_FILES), args.index_dir))
-        if args.harbor:
-            tasks = harbor.export_harbor(Path(args.harbor), data, force=True, progress=not args.quiet)
-            print("wrote %d Harbor tasks to %s" % (sum(map(len, tasks.values())), args.harbor))
-    except harbor.ExportError as error:
-        raise UserError(str(error))
+    data_dir = Path(args.data_dir or store.DEFAULT_DATA_DIR)
+    index_dir = _writable_directory(Path(args.index_dir), "--index-dir")  # every argument checked before writing
+    if args.harbor:
+        harbor.writer.check_target(Path(args.harbor), args.force)
+    for mismatch in version_mismatches():
+        _log("note: %s; the Parquet files may not match the committed bytes (pip install '.[build]')" % mismatch)
+    data = store.load_records(data_dir)
+    written = write_data(data, data_dir, log=_log if args.verbose else None, progress=not args.quiet)
+    print("rebuilt %d files in %s from its records" % (len(written), data_dir))
+    harbor.write_index_files(index_dir, data)
+    print("wrote %s to %s" % (", ".join(harbor.ROOT_INDEX_FILES), index_dir))
+    if args.harbor:
+        tasks = harbor.export_harbor(Path(args.harbor), data, force=args.force, progress=not args.quiet)
+        print("wrote %d Harbor tasks to %s" % (sum(map(len, tasks.values())), args.harbor))
     return 0
 
 
-def find_row(data_dir: Path, wanted: str) -> dict:
-    """A task row by Harbor name (``textcraft-synth-val-easy-00003``), ``env_task_id`` or ``source_task_id``."""
-    data = store.load_records(data_dir)
-    for rows in data.tasks.values():
-        for row in rows:
-            if wanted in (row["name"], row["env_task_id"], row["source_task_id"]):
-                return row
-    raise UserError("no task named %r (try a name like textcraft-synth-val-easy-00003 or val:3)" % wanted)
+# ------------------------------------------------------------------------------------------ play, replay
 
 
 def read_calls(path: str) -> List[Any]:
@@ -78,17 +90,16 @@ def read_calls(path: str) -> List[Any]:
             calls = json.loads(stripped)
         else:
             calls = [json.loads(line) for line in stripped.splitlines() if line.strip()]
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:
         raise UserError("%s: not JSON or JSON Lines (%s)" % (path, error))
     return calls
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    data_dir = Path(args.data_dir)
-    row = find_row(data_dir, args.task)
+    data_dir = _data_dir(args)
+    row = store.find_row(store.load_records(data_dir), args.task)
     calls = records.gold_tool_calls(row) if args.gold else read_calls(args.calls)
-    world = game.World.from_file(data_dir / records.RECIPES_FILE)
-    verdict = game.replay(world, records.engine_task(row), calls)
+    verdict = game.replay(store.load_world(data_dir), records.engine_task(row), calls)
     if not args.quiet:
         for number, observation in enumerate(verdict.observations, 1):
             print("[%d] %s" % (number, observation))
@@ -96,31 +107,208 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0 if verdict.success else 1
 
 
+def cmd_sft(args: argparse.Namespace) -> int:
+    from . import sft
+
+    data_dir = _data_dir(args)
+    data = store.load_records(data_dir)
+    world = store.load_world(data_dir)
+    rows = [store.find_row(data, wanted) for wanted in args.task]  # every name checked before printing
+    for row in rows:
+        rendered = sft.sft_row(row, world, parallel=not args.one_call_per_turn)
+        if not args.tools:
+            del rendered["tools"]
+        sys.stdout.write(json.dumps(rendered, indent=args.indent) + "\n")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------- harbor
+
+
+def _splits(values: Optional[List[str]]) -> Optional[List[str]]:
+    return [name for part in values or [] for name in part.split(",") if name] or None
+
+
+def cmd_export_harbor(args: argparse.Namespace) -> int:
+    from . import harbor
+
+    data = store.load_records(_data_dir(args))
+    if args.index_only:
+        harbor.write_index_files(Path(args.out), data, _splits(args.splits), args.limit)
+        print("wrote %s to %s" % (", ".join(harbor.ROOT_INDEX_FILES), args.out))
+        return 0
+    tasks = harbor.export_harbor(Path(args.out), data, _splits(args.splits), args.limit, args.force, progress=not args.quiet)
+    total = sum(len(rows) for rows in tasks.values())
+    print("wrote %d Harbor tasks (%s) to %s" % (total, ", ".join("%s %d" % (k, len(v)) for k, v in tasks.items()), args.out))
+    return 0
+
+
+def cmd_verify_export(args: argparse.Namespace) -> int:
+    from . import harbor
+
+    checked, problems = harbor.verify_export(Path(args.dir))
+    for problem in problems:
+        print(problem)
+    print("%d tasks checked, %d problem(s)" % (checked, len(problems)))
+    return 1 if problems else 0
+
+
+# --------------------------------------------------------------------------------------------- evaluation
+
+
+def _agent_options(args: argparse.Namespace) -> Dict[str, Any]:
+    """The chosen agent's options as given on the command line; options of other agents are refused."""
+    from .agents import AGENTS
+
+    declared = {option.name: option for option in getattr(AGENTS[args.agent], "OPTIONS", ())}
+    options: Dict[str, Any] = {}
+    for name in _ALL_AGENT_OPTIONS:
+        value = getattr(args, name)
+        if value is _UNSET:
+            continue
+        if name not in declared:
+            raise UserError("--%s is not an option of the %s agent" % (name.replace("_", "-"), args.agent))
+        options[name] = value
+    missing = [option.flag for option in declared.values() if option.required and option.name not in options]
+    if missing:
+        raise UserError("--agent %s needs %s" % (args.agent, ", ".join(missing)))
+    return options
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from . import evaluate
+
+    spec = evaluate.AgentSpec(args.agent, tuple(sorted(_agent_options(args).items())))
+    try:
+        spec.build()  # options the agent refuses are the user's to fix
+    except ValueError as error:
+        raise UserError(str(error))
+    request = evaluate.EvalRequest(
+        spec=spec,
+        split=args.split,
+        config=args.config,
+        protocol=evaluate.Protocol(max_steps=args.max_steps, rollouts=args.rollouts, seed=args.seed),
+        limit=args.limit,
+        workers=args.workers,
+        data_dir=Path(args.data_dir) if args.data_dir else None,
+        record_turns=not args.no_turns,
+    )
+    configs.task_config(request.config, request.split)
+    out = Path(args.out)
+    evaluate.check_output_dir(out, args.force)  # before any episode runs
+    runs, summary = evaluate.evaluate(request, progress=not args.quiet)
+    evaluate.write_results(out, evaluate.result_files(runs, summary), args.force)
+    overall = summary["overall"]
+    print(
+        "%s on %s/%s: %d/%d solved (%.1f%%, 95%% CI %.1f-%.1f), score %.1f -> %s"
+        % (spec.name, args.config, args.split, overall["successes"], overall["episodes"], 100 * overall["success_rate"],
+           100 * overall["ci95"][0], 100 * overall["ci95"][1], summary["score"], out)
+    )
+    if summary["aborted"]:
+        reason, _ = summary["abort_reasons"][0]
+        print("error: %d of %d episodes aborted (%s); see %s" % (summary["aborted"], overall["episodes"], reason, out / evaluate.SUMMARY_MD_FILE), file=sys.stderr)
+        return 1
+    return 0
+
+
+# --------------------------------------------------------------------------------------- argument parsing
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "(unset)"
+
+
+_UNSET = _Unset()
+_ALL_AGENT_OPTIONS: List[str] = []
+
+
+def _whole_number(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("not an integer: %r" % text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError("must be an integer >= %d" % minimum)
+        return value
+
+    return parse
+
+
+def _budget(text: str) -> Any:
+    """``--max-steps``: a turn budget, 0 for none."""
+    from .env import NO_LIMIT
+
+    value = _whole_number(0)(text)
+    return NO_LIMIT if value == 0 else value
+
+
+def _typed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type from an agent option's parser (its ``ValueError`` becomes a usage error)."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error))
+
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
+
+
+def _add_agent_options(sub: argparse.ArgumentParser) -> None:
+    """One flag per option any agent declares (``OPTIONS``), grouped, defaults left to the agent."""
+    from .agents import AGENTS
+
+    group = sub.add_argument_group("agent options (each applies to the agents that declare it)")
+    seen: Dict[str, Any] = {}
+    for agent in AGENTS.values():
+        for option in getattr(agent, "OPTIONS", ()):
+            if option.name in seen:
+                continue
+            seen[option.name] = option
+            _ALL_AGENT_OPTIONS.append(option.name)
+            group.add_argument(option.flag, dest=option.name, type=_typed(option.type), default=_UNSET, help=option.help % {"default": option.default})
+            if option.shorthand:
+                flag, value = option.shorthand
+                group.add_argument(flag, dest=option.name, action="store_const", const=value, help="the same as %s with every ready call in one turn" % option.flag)
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="python -m textcraft_synth", description="TextCraft-Synth: build, play, verify.")
+    from .agents import AGENTS
+
+    top = argparse.ArgumentParser(prog="python -m textcraft_synth", description="TextCraft-Synth: build, play, verify, evaluate.")
     commands = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    def data_dir_option(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("--data-dir", default=str(store.DEFAULT_DATA_DIR), help="the data/ directory (default: %(default)s)")
+    def data_dir_option(sub: argparse.ArgumentParser, fixed: bool = False) -> None:
+        where = "default: %s" % store.DEFAULT_DATA_DIR if fixed else "default: the checkout's data/, else %s from the Hub" % store.HUB_REPO_ID
+        sub.add_argument("--data-dir", default=None, metavar="DIR", help="the dataset's data/ directory (%s)" % where)
+
+    def quiet_option(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+    def task_argument(sub: argparse.ArgumentParser, **kwargs: Any) -> None:
+        sub.add_argument("task", help="task name (textcraft-synth-val-medium-00000), env_task_id (val:0) or source_task_id", **kwargs)
 
     sub = commands.add_parser("build-data", help="import the source files into data/ (checks hashes and gold trajectories)")
     sub.add_argument("--source", required=True, help="directory with the source files (%s)" % ", ".join(records.SOURCE_SHA256))
-    data_dir_option(sub)
+    data_dir_option(sub, fixed=True)
     sub.add_argument("-v", "--verbose", action="store_true", help="list the files written")
+    quiet_option(sub)
     sub.set_defaults(run=cmd_build_data)
 
     sub = commands.add_parser("build", help="rebuild every product from the records in data/")
-    data_dir_option(sub)
-    sub.add_argument(
-        "--index-dir", default=str(store.REPO_ROOT), help="where to write registry.json, task-index.json, splits.json (default: %(default)s)"
-    )
-    sub.add_argument("--harbor", metavar="DIR", help="also export every Harbor task to DIR (replacing it)")
+    data_dir_option(sub, fixed=True)
+    sub.add_argument("--index-dir", default=str(store.REPO_ROOT), help="where to write registry.json, task-index.json, splits.json (default: %(default)s)")
+    sub.add_argument("--harbor", metavar="DIR", help="also export every Harbor task to DIR (absent, empty or an earlier export)")
+    sub.add_argument("--force", action="store_true", help="with --harbor: replace DIR even when it is not an earlier export")
     sub.add_argument("-v", "--verbose", action="store_true", help="list the files written")
-    sub.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    quiet_option(sub)
     sub.set_defaults(run=cmd_build)
 
     sub = commands.add_parser("replay", help="replay tool calls (or the gold trajectory) on a task and print the verdict")
-    sub.add_argument("task", help="task name, env_task_id (val:3) or source_task_id")
+    task_argument(sub)
     source = sub.add_mutually_exclusive_group(required=True)
     source.add_argument("--calls", help="JSON list or JSON Lines of tool calls or action-log records; - for stdin")
     source.add_argument("--gold", action="store_true", help="replay the task's gold trajectory")
@@ -128,24 +316,67 @@ def parser() -> argparse.ArgumentParser:
     data_dir_option(sub)
     sub.set_defaults(run=cmd_replay)
 
-    # Each product module adds its own subcommands with `register_cli(commands)`.
-    for module_name in _COMMAND_MODULES:
-        importlib.import_module(module_name).register_cli(commands)
+    sub = commands.add_parser("sft", help="print the SFT conversation of tasks (replayed through the engine)")
+    task_argument(sub, nargs="+")
+    sub.add_argument("--one-call-per-turn", action="store_true", help="one tool call per assistant turn (the sft-sequential form)")
+    sub.add_argument("--tools", action="store_true", help="include the tool schemas")
+    sub.add_argument("--indent", type=_whole_number(0), default=None, help="indent the JSON (default: one line per task)")
+    data_dir_option(sub)
+    sub.set_defaults(run=cmd_sft)
+
+    sub = commands.add_parser("export-harbor", help="write every task as a Harbor task directory, with the index files and a card")
+    sub.add_argument("out", help="the directory to write (absent, empty or an earlier export, unless --force)")
+    sub.add_argument("--splits", nargs="+", metavar="SPLIT", help="splits to export, e.g. train val or train,val (default: all)")
+    sub.add_argument("--limit", type=_whole_number(1), help="keep only the first N tasks of every split")
+    sub.add_argument("--force", action="store_true", help="replace OUT even when it holds files that are not an earlier export")
+    sub.add_argument("--index-only", action="store_true", help="write only registry.json, task-index.json and splits.json into the existing directory OUT")
+    quiet_option(sub)
+    data_dir_option(sub)
+    sub.set_defaults(run=cmd_export_harbor)
+
+    sub = commands.add_parser("verify-export", help="check a Harbor export against its task-index.json (every content hash) and registry.json")
+    sub.add_argument("dir", help="the export's root directory")
+    sub.set_defaults(run=cmd_verify_export)
+
+    sub = commands.add_parser("eval", help="run an agent on a split's tasks and write episodes and a summary")
+    sub.add_argument("--agent", required=True, choices=sorted(AGENTS), help="the agent to run")
+    sub.add_argument("--config", default=configs.DEFAULT_CONFIG, help="task config (%s; default: %%(default)s)" % ", ".join(configs.TASK_CONFIGS))
+    sub.add_argument("--split", default="val", help="split (default: %(default)s)")
+    sub.add_argument("--max-steps", type=_budget, default=None, help="turn budget per episode (default: the row's max_steps, 75; 0: no limit)")
+    sub.add_argument("--rollouts", type=_whole_number(1), default=1, help="episodes per task (default: %(default)s)")
+    sub.add_argument("--workers", type=_whole_number(1), default=1, help="worker processes (default: %(default)s)")
+    sub.add_argument("--limit", type=_whole_number(1), default=None, help="only the first N tasks")
+    sub.add_argument("--seed", type=int, default=0, help="base seed of the episodes (default: %(default)s)")
+    sub.add_argument("--out", required=True, help="output directory (episodes.jsonl, summary.json, summary.md)")
+    sub.add_argument("--force", action="store_true", help="replace an earlier run in --out")
+    sub.add_argument("--no-turns", action="store_true", help="leave each episode's turns out of episodes.jsonl (outcomes only)")
+    _add_agent_options(sub)
+    data_dir_option(sub)
+    quiet_option(sub)
+    sub.set_defaults(run=cmd_eval)
     return top
 
 
-_COMMAND_MODULES = ("tcsynth.sft", "tcsynth.harbor", "tcsynth.evaluate")
+def _os_error_line(error: OSError) -> str:
+    where = " ".join("%s" % name for name in (error.filename, error.filename2) if name)
+    reason = error.strerror or errno.errorcode.get(error.errno or 0) or str(error)
+    return "%s: %s" % (where, reason) if where else reason
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parser().parse_args(argv)
-    from .build import BuildError
-
     try:
         return args.run(args)
-    except (UserError, BuildError, store.DataError, records.SourceError) as error:
+    except UserError as error:
         print("error: %s" % error, file=sys.stderr)
-        return 1
+    except BrokenPipeError:
+        # The reader went away (`... | head`): stop quietly, and keep Python from complaining at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except OSError as error:
+        print("error: %s" % _os_error_line(error), file=sys.stderr)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    return 1

@@ -1,78 +1,27 @@
-"""The dataset's configs, as data: name, description, splits, features, and how rows come from the records.
+"""The dataset's configs, as data: name, description, splits, and the row schema of each.
 
-The build writes one Parquet file per config and split from these; the ``datasets`` builder in
-``textcraft_synth.py`` generates the same rows from the same functions; README.md's ``configs:`` header
-lists the same files (a test holds the three together).
+This module is the schema only: which configs exist and what their rows look like.  How each config's
+rows are made from the records is the build's business (:func:`tcsynth.build.config_rows`), and the
+``datasets`` feature types are built on first use (:func:`features`), so naming or checking a config loads
+neither the products nor ``datasets``.  README.md's ``configs:`` header lists the same files (a test holds
+the two together).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
-import datasets
+from . import records
+from .errors import UserError
 
-from . import records, sft
-from .store import Records
+# What a config's rows are: task rows, one row per item of the world, or one conversation per task.
+TASKS, RECIPES, SFT = "tasks", "recipes", "sft"
 
-COUNTS = datasets.List({"item": datasets.Value("string"), "count": datasets.Value("int64")})
-
-TASK_FEATURES = datasets.Features(
-    {
-        "name": datasets.Value("string"),
-        "split": datasets.Value("string"),
-        "index": datasets.Value("int64"),
-        "difficulty": datasets.Value("string"),
-        "max_depth": datasets.Value("int64"),
-        "num_craft_steps": datasets.Value("int64"),
-        "max_steps": datasets.Value("int64"),
-        "goal": datasets.Value("string"),
-        "source_task_id": datasets.Value("string"),
-        "env_task_id": datasets.Value("string"),
-        "env_split_task_id": datasets.Value("string"),
-        "target_items": COUNTS,
-        "initial_inventory": COUNTS,
-        "gold_trajectory": datasets.List(
-            {
-                "item": datasets.Value("string"),
-                "crafts": datasets.Value("int64"),
-                "count": datasets.Value("int64"),
-                "ingredients": COUNTS,
-            }
-        ),
-    }
-)
-assert tuple(TASK_FEATURES) == records.TASK_COLUMNS
-
-RECIPE_FEATURES = datasets.Features(
-    {
-        "item": datasets.Value("string"),
-        "depth": datasets.Value("int64"),
-        "is_base": datasets.Value("bool"),
-        "result_count": datasets.Value("int64"),
-        "ingredients": COUNTS,
-    }
-)
-
-# A conversation per task (see tcsynth.sft).  Messages and tools are JSON values, not Arrow structs: structs
-# would merge keys across messages (adding nulls), and tool-call arguments must reach chat templates as dicts.
-SFT_FEATURES = datasets.Features(
-    {
-        "name": datasets.Value("string"),
-        "split": datasets.Value("string"),
-        "difficulty": datasets.Value("string"),
-        "max_depth": datasets.Value("int64"),
-        "num_craft_steps": datasets.Value("int64"),
-        "messages": datasets.List(datasets.Json()),
-        "tools": datasets.Json(),
-        "num_turns": datasets.Value("int64"),
-        "num_tool_calls": datasets.Value("int64"),
-        "num_characters": datasets.Value("int64"),
-    }
-)
-assert tuple(SFT_FEATURES) == sft.SFT_COLUMNS
-
-RowsFn = Callable[[Records, str], List[Dict[str, Any]]]
+# The columns of an sft row (see tcsynth.sft): task columns, the conversation, then its sizes.
+SFT_TASK_COLUMNS = ("name", "split", "difficulty", "max_depth", "num_craft_steps")
+SFT_SIZE_COLUMNS = ("num_turns", "num_tool_calls", "num_characters")
+SFT_COLUMNS = SFT_TASK_COLUMNS + ("messages", "tools") + SFT_SIZE_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -83,65 +32,36 @@ class ConfigSpec:
         name (`str`): the config name users pass to ``load_dataset``.
         description (`str`): one sentence for the dataset card and the builder.
         splits (`tuple[str, ...]`): its split names, in order.
-        features (`datasets.Features`): the row schema.
-        rows (`Callable[[Records, str], list[dict]]`): the rows of one split, from the records.
-        holds_tasks (`bool`, defaults to `True`): whether its rows are task rows (with a gold trajectory).
+        kind (`str`): what its rows are: :data:`TASKS`, :data:`RECIPES` or :data:`SFT`.
+        difficulty (`str`, *optional*): keep only rows of this difficulty.
+        parallel (`bool`, defaults to `True`): sft configs only: several tool calls per assistant turn
+            (``False``: exactly one).
     """
 
     name: str
     description: str
     splits: Tuple[str, ...]
-    features: datasets.Features
-    rows: RowsFn
-    holds_tasks: bool = True
+    kind: str
+    difficulty: Optional[str] = None
+    parallel: bool = True
 
+    @property
+    def features(self) -> Any:
+        """Its ``datasets.Features`` (see :func:`features`)."""
+        return features(self.kind)
 
-def task_rows(store: Records, split: str) -> List[Dict[str, Any]]:
-    return store.tasks[split]
+    def keeps(self, row: Any) -> bool:
+        """Whether a row of its kind belongs to this config (its difficulty filter)."""
+        return self.difficulty is None or row["difficulty"] == self.difficulty
 
-
-def difficulty_rows(difficulty: str) -> RowsFn:
-    def rows(store: Records, split: str) -> List[Dict[str, Any]]:
-        return [row for row in store.tasks[split] if row["difficulty"] == difficulty]
-
-    return rows
-
-
-def recipe_rows(store: Records, split: str = "train") -> List[Dict[str, Any]]:
-    """One row per item of the world, shallow items first (then by name); base items have no recipe."""
-    world = store.world_document
-    base = set(world["base_items"])
-    depths = world["depths"]
-    items = set(base) | set(world["recipes"])
-    rows = []
-    for item in sorted(items, key=lambda name: (depths.get(name, 0), name)):
-        recipes = world["recipes"].get(item, [])
-        if len(recipes) > 1:
-            raise ValueError("%s has %d recipes; the recipes config holds one per item" % (item, len(recipes)))
-        recipe = recipes[0] if recipes else None
-        rows.append(
-            {
-                "item": item,
-                "depth": depths.get(item, 0),
-                "is_base": item in base,
-                "result_count": recipe["result_count"] if recipe else None,
-                "ingredients": [{"item": name, "count": count} for name, count in recipe["ingredients"]] if recipe else [],
-            }
-        )
-    return rows
-
-
-def sft_rows(difficulty: Optional[str] = None) -> RowsFn:
-    def rows(store: Records, split: str) -> List[Dict[str, Any]]:
-        return sft.sft_rows(store, split, difficulty)
-
-    return rows
+    @property
+    def holds_tasks(self) -> bool:
+        """Whether its rows are task rows (with a gold trajectory)."""
+        return self.kind == TASKS
 
 
 def _all() -> Dict[str, ConfigSpec]:
-    specs = [
-        ConfigSpec("tasks", "Every task of textcraft-synth@1, in source order.", records.SPLITS, TASK_FEATURES, task_rows)
-    ]
+    specs = [ConfigSpec(records.TASKS_CONFIG, "Every task of textcraft-synth@1, in source order.", records.SPLITS, TASKS)]
     for difficulty in records.DIFFICULTIES:
         low, high = records.DEPTH_RANGES[difficulty]
         specs.append(
@@ -149,21 +69,17 @@ def _all() -> Dict[str, ConfigSpec]:
                 difficulty,
                 "The %s tasks (crafting depth %d-%d), in source order." % (difficulty, low, high),
                 records.SPLITS,
-                TASK_FEATURES,
-                difficulty_rows(difficulty),
+                TASKS,
+                difficulty,
             )
         )
-    specs.append(
-        ConfigSpec("recipes", "The world: one row per item with its depth and recipe.", ("train",), RECIPE_FEATURES, recipe_rows, holds_tasks=False)
-    )
+    specs.append(ConfigSpec("recipes", "The world: one row per item with its depth and recipe.", ("train",), RECIPES))
     specs.append(
         ConfigSpec(
             "sft",
             "Every task as a tool-calling conversation for supervised fine-tuning, replayed to reward 1.0.",
             records.SPLITS,
-            SFT_FEATURES,
-            sft_rows(),
-            holds_tasks=False,
+            SFT,
         )
     )
     for difficulty in records.DIFFICULTIES:
@@ -172,13 +88,60 @@ def _all() -> Dict[str, ConfigSpec]:
                 "sft-" + difficulty,
                 "The %s tasks as tool-calling conversations for supervised fine-tuning." % difficulty,
                 records.SPLITS,
-                SFT_FEATURES,
-                sft_rows(difficulty),
-                holds_tasks=False,
+                SFT,
+                difficulty,
             )
         )
     return {spec.name: spec for spec in specs}
 
 
 CONFIGS: Dict[str, ConfigSpec] = _all()
-DEFAULT_CONFIG = "tasks"
+DEFAULT_CONFIG = records.TASKS_CONFIG
+TASK_CONFIGS = tuple(name for name, spec in CONFIGS.items() if spec.holds_tasks)
+
+
+def task_config(name: str, split: str) -> ConfigSpec:
+    """The task config ``name``, checked to have ``split``; :class:`UserError` naming the choices otherwise."""
+    spec = CONFIGS.get(name)
+    if spec is None or not spec.holds_tasks:
+        raise UserError("unknown task config %r; choose from %s" % (name, ", ".join(TASK_CONFIGS)))
+    if split not in spec.splits:
+        raise UserError("config %s has no split %r; it has %s" % (name, split, ", ".join(spec.splits)))
+    return spec
+
+
+_FEATURES: Dict[str, Any] = {}
+
+
+def features(kind: str) -> Any:
+    """The ``datasets.Features`` of a config kind (``datasets`` is imported here, on first use)."""
+    if not _FEATURES:
+        import datasets
+
+        counts = datasets.List({"item": datasets.Value("string"), "count": datasets.Value("int64")})
+        int64, string = datasets.Value("int64"), datasets.Value("string")
+        task = {
+            "name": string,
+            "split": string,
+            "index": int64,
+            "difficulty": string,
+            "max_depth": int64,
+            "num_craft_steps": int64,
+            "max_steps": int64,
+            "goal": string,
+            "source_task_id": string,
+            "env_task_id": string,
+            "env_split_task_id": string,
+            "target_items": counts,
+            "initial_inventory": counts,
+            "gold_trajectory": datasets.List({"item": string, "crafts": int64, "count": int64, "ingredients": counts}),
+        }
+        assert tuple(task) == records.TASK_COLUMNS
+        recipe = {"item": string, "depth": int64, "is_base": datasets.Value("bool"), "result_count": int64, "ingredients": counts}
+        # Messages and tools are JSON values, not Arrow structs: structs would merge keys across messages
+        # (adding nulls), and tool-call arguments must reach chat templates as dicts.
+        sft = dict({column: task[column] for column in SFT_TASK_COLUMNS}, messages=datasets.List(datasets.Json()), tools=datasets.Json())
+        sft.update((column, int64) for column in SFT_SIZE_COLUMNS)
+        assert tuple(sft) == SFT_COLUMNS
+        _FEATURES.update({TASKS: datasets.Features(task), RECIPES: datasets.Features(recipe), SFT: datasets.Features(sft)})
+    return _FEATURES[kind]

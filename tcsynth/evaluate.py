@@ -26,7 +26,6 @@ order whatever the worker count, and numbers are rounded before they are written
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import multiprocessing
@@ -35,15 +34,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from . import game, records, store
-from .agents import AGENTS, AgentError, make_agent
+from . import configs, game, records, store
+from .agents import AgentError, make_agent
 from .env import NO_LIMIT, TextCraftEnv
+from .errors import UserError
 
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
 SUMMARY_MD_FILE = "summary.md"
 OUTPUT_FILES = (EPISODES_FILE, SUMMARY_FILE, SUMMARY_MD_FILE)
-MILESTONES = tuple(range(1, 13))
+MILESTONES = tuple(range(1, records.MAX_DEPTH + 1))
 WILSON_Z = 1.959963984540054  # the 97.5% quantile of the standard normal: a two-sided 95% interval
 DIGITS = 4
 
@@ -293,8 +293,17 @@ def summarize(episodes: Sequence[Mapping[str, Any]], header: Mapping[str, Any]) 
         # The rates are rounded first, so the score follows from the file's own numbers.
         score=_round(crafter_score(m["rate"] for m in milestones.values())),
         aborted=sum(1 for e in episodes if e["aborted"]),
+        # Why episodes stopped early, most common first (an unreachable server shows here, not as failures).
+        abort_reasons=[[reason, count] for reason, count in _counted(e["aborted"] for e in episodes if e["aborted"])],
     )
     return summary
+
+
+def _counted(values: Iterable[str]) -> List[Tuple[str, int]]:
+    counts: Dict[str, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
 def _percent(rate: Optional[float]) -> str:
@@ -322,6 +331,9 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
         )
     lines += ["", "| depth milestone | " + " | ".join(summary["milestones"]) + " |", "|---|" + "---:|" * len(summary["milestones"])]
     lines.append("| reached % | " + " | ".join(_percent(m["rate"]) for m in summary["milestones"].values()) + " |")
+    if summary.get("aborted"):
+        lines += ["", "**%d of %d episodes aborted** (the agent could not go on; they count as failures):" % (summary["aborted"], summary["overall"]["episodes"]), ""]
+        lines += ["- %d x %s" % (count, reason) for reason, count in summary.get("abort_reasons", [])]
     return "\n".join(lines) + "\n"
 
 
@@ -338,35 +350,22 @@ class EvalRequest:
 
     spec: AgentSpec
     split: str = "val"
-    config: str = "tasks"
+    config: str = configs.DEFAULT_CONFIG
     protocol: Protocol = field(default_factory=Protocol)
     limit: Optional[int] = None
     workers: int = 1
-    data_dir: Path = store.DEFAULT_DATA_DIR
+    data_dir: Optional[Path] = None  # None: the checkout's data/, else the Hub dataset's
     record_turns: bool = True
 
 
-class EvalError(ValueError):
+class EvalError(UserError):
     """A request the runner cannot serve (unknown config or split, bad numbers)."""
-
-
-def check_selection(config: str, split: str) -> None:
-    """Refuse a config that holds no tasks, or a split it does not have (before any file is read)."""
-    from .configs import CONFIGS
-
-    spec = CONFIGS.get(config)
-    if spec is None or not spec.holds_tasks:
-        raise EvalError("unknown task config %r; choose from %s" % (config, ", ".join(n for n, s in CONFIGS.items() if s.holds_tasks)))
-    if split not in spec.splits:
-        raise EvalError("config %s has no split %r; it has %s" % (config, split, ", ".join(spec.splits)))
 
 
 def select_rows(data: store.Records, config: str, split: str, limit: Optional[int]) -> List[Dict[str, Any]]:
     """The task rows of a config's split, in order, the first ``limit`` of them."""
-    from .configs import CONFIGS
-
-    check_selection(config, split)
-    rows = CONFIGS[config].rows(data, split)
+    spec = configs.task_config(config, split)
+    rows = [row for row in data.tasks[split] if spec.keeps(row)]
     return rows[:limit] if limit is not None else rows
 
 
@@ -374,9 +373,10 @@ def evaluate(request: EvalRequest, progress: bool = True) -> Tuple[List[EpisodeR
     """Run the request; returns the episodes and the summary."""
     if request.protocol.rollouts < 1 or request.workers < 1 or (request.limit is not None and request.limit < 1):
         raise EvalError("rollouts, workers and limit must be positive")
-    check_selection(request.config, request.split)
-    data = store.load_records(request.data_dir, splits=(request.split,))
+    configs.task_config(request.config, request.split)
+    data = store.load_records(store.resolve_data_dir(request.data_dir), splits=(request.split,))
     rows = select_rows(data, request.config, request.split, request.limit)
+    data.world  # a recipes.json that is not a world stops here, before any episode
     runs = run_episodes(rows, data.world_document, request.spec, request.protocol, request.workers, progress, request.record_turns)
     max_steps = request.protocol.max_steps
     header = {
@@ -401,120 +401,23 @@ def result_files(runs: Sequence[EpisodeRun], summary: Mapping[str, Any]) -> Dict
     }
 
 
-def check_output_dir(out: Path) -> None:
-    """Refuse an output path that is a file or a directory holding anything but eval output."""
+def check_output_dir(out: Path, force: bool = False) -> None:
+    """Refuse an output path that is a file, holds anything but eval output, or holds a run (unless ``force``)."""
     out = Path(out)
-    if out.exists():
-        if not out.is_dir():
+    if out.exists() or out.is_symlink():
+        if not out.is_dir() or out.is_symlink():
             raise EvalError("%s exists and is not a directory" % out)
-        foreign = sorted(p.name for p in out.iterdir() if p.name not in OUTPUT_FILES)
+        present = sorted(p.name for p in out.iterdir())
+        foreign = [name for name in present if name not in OUTPUT_FILES]
         if foreign:
             raise EvalError("%s holds files that are not eval output (%s); choose another --out" % (out, ", ".join(foreign[:3])))
+        if present and not force:
+            raise EvalError("%s already holds an eval run; choose another --out, or pass --force to replace it" % out)
+    elif out.parent.exists() and not out.parent.is_dir():
+        raise EvalError("%s cannot be made: %s is not a directory" % (out, out.parent))
 
 
-def write_results(out: Path, files: Mapping[str, bytes]) -> None:
+def write_results(out: Path, files: Mapping[str, bytes], force: bool = False) -> None:
     """Write the output directory whole, or not at all (see :func:`check_output_dir`)."""
-    check_output_dir(out)
+    check_output_dir(out, force)
     store.replace_directory(Path(out), files)
-
-
-# ---------------------------------------------------------------------------------------------- command line
-
-
-def _whole_number(text: str, minimum: int) -> int:
-    """An argparse value: an integer of at least ``minimum``."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not an integer: %r" % text)
-    if value < minimum:
-        raise argparse.ArgumentTypeError("must be an integer >= %d" % minimum)
-    return value
-
-
-def _budget(text: str) -> float:
-    """``--max-steps``: a turn budget, 0 for none."""
-    value = _whole_number(text, 0)
-    return NO_LIMIT if value == 0 else value
-
-
-def _positive(text: str) -> int:
-    return _whole_number(text, 1)
-
-
-def spec_from_args(args: argparse.Namespace) -> AgentSpec:
-    """The agent and its options from the command line."""
-    options: Dict[str, Any] = {}
-    if args.agent in ("oracle", "planner"):
-        options["calls_per_turn"] = None if args.batch else args.calls_per_turn
-    elif args.batch or args.calls_per_turn != 1:
-        raise EvalError("--batch and --calls-per-turn apply to oracle and planner only")
-    if args.agent == "openai":
-        if not args.model:
-            raise EvalError("--agent openai needs --model")
-        options.update(model=args.model, base_url=args.base_url, api_key_env=args.api_key_env, timeout=args.timeout, retries=args.retries)
-        if args.temperature is not None:
-            options["temperature"] = args.temperature
-        if args.max_tokens is not None:
-            options["max_tokens"] = args.max_tokens
-    return AgentSpec(args.agent, tuple(sorted(options.items())))
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    from .cli import UserError
-
-    out = Path(args.out)
-    try:
-        spec = spec_from_args(args)
-        spec.build()  # options the agent refuses are the user's to fix
-        request = EvalRequest(
-            spec=spec,
-            split=args.split,
-            config=args.config,
-            protocol=Protocol(max_steps=args.max_steps, rollouts=args.rollouts, seed=args.seed),
-            limit=args.limit,
-            workers=args.workers,
-            data_dir=Path(args.data_dir),
-            record_turns=not args.no_turns,
-        )
-        check_selection(request.config, request.split)
-        check_output_dir(out)  # before any episode runs
-    except ValueError as error:
-        raise UserError(str(error))
-    runs, summary = evaluate(request, progress=not args.quiet)
-    write_results(out, result_files(runs, summary))
-    overall = summary["overall"]
-    print(
-        "%s on %s/%s: %d/%d solved (%.1f%%, 95%% CI %.1f-%.1f), score %.1f -> %s"
-        % (spec.name, args.config, args.split, overall["successes"], overall["episodes"], 100 * overall["success_rate"],
-           100 * overall["ci95"][0], 100 * overall["ci95"][1], summary["score"], out)
-    )
-    return 0
-
-
-def register_cli(commands: Any) -> None:
-    """Add ``eval`` to the ``python -m textcraft_synth`` subcommands."""
-    sub = commands.add_parser("eval", help="run an agent on a split's tasks and write episodes and a summary")
-    sub.add_argument("--agent", required=True, choices=sorted(AGENTS), help="the agent to run")
-    sub.add_argument("--config", default="tasks", help="task config (tasks, easy, medium, hard, extreme; default: %(default)s)")
-    sub.add_argument("--split", default="val", help="split (default: %(default)s)")
-    sub.add_argument("--max-steps", type=_budget, default=None, help="turn budget per episode (default: the row's max_steps, 75; 0: no limit)")
-    sub.add_argument("--rollouts", type=_positive, default=1, help="episodes per task (default: %(default)s)")
-    sub.add_argument("--workers", type=_positive, default=1, help="worker processes (default: %(default)s)")
-    sub.add_argument("--limit", type=_positive, default=None, help="only the first N tasks")
-    sub.add_argument("--seed", type=int, default=0, help="base seed of the episodes (default: %(default)s)")
-    sub.add_argument("--out", required=True, help="output directory (episodes.jsonl, summary.json, summary.md)")
-    sub.add_argument("--no-turns", action="store_true", help="leave each episode's turns out of episodes.jsonl (outcomes only)")
-    sub.add_argument("--batch", action="store_true", help="oracle/planner: put every ready call into one turn")
-    sub.add_argument("--calls-per-turn", type=_positive, default=1, help="oracle/planner: calls per turn (default: %(default)s)")
-    model = sub.add_argument_group("openai agent")
-    model.add_argument("--model", help="model name served by the endpoint")
-    model.add_argument("--base-url", default="https://api.openai.com/v1", help="OpenAI-compatible API root (default: %(default)s)")
-    model.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key (default: %(default)s)")
-    model.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the server's)")
-    model.add_argument("--max-tokens", type=_positive, default=None, help="reply length cap")
-    model.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply (default: %(default)s)")
-    model.add_argument("--retries", type=int, default=3, help="retries after a transient failure (default: %(default)s)")
-    sub.add_argument("--data-dir", default=str(store.DEFAULT_DATA_DIR), help="the data/ directory (default: %(default)s)")
-    sub.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    sub.set_defaults(run=cmd_eval)

@@ -11,22 +11,31 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Tuple
+import re
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+from . import game
+from .errors import UserError
 
 SPLITS = ("train", "val")
 DIFFICULTIES = ("easy", "medium", "hard", "extreme")
 # Crafting depths of each difficulty, inclusive.
 DEPTH_RANGES = {"easy": (2, 3), "medium": (4, 6), "hard": (7, 9), "extreme": (10, 12)}
+MAX_DEPTH = max(high for _, high in DEPTH_RANGES.values())
 SOURCE_FILES = {"train": "textcraft_synth_train.jsonl", "val": "textcraft_synth_val.jsonl"}
-RECIPES_FILE = "recipes.json"
+RECIPES_FILE = game.RECIPES_FILE
 LICENSE_FILE = "LICENSE.platoon"
+# The config whose Parquet files hold the task records (every other config is derived from them).
+TASKS_CONFIG = "tasks"
 SOURCE_SHA256 = {
     "textcraft_synth_train.jsonl": "685823fbca90aa89e061e61fef58d0122def4221eed14cf2c8c730341363a00f",
     "textcraft_synth_val.jsonl": "84a123ee46e29e65f4d7b95f4943aa56907fc3fd5992268faa749602579dfc0c",
     "recipes.json": "a020eec273337c66b35c0fc487664e35c44da65ad18e9afffe6a4c25af949f10",
 }
 TASK_COUNTS = {"train": 2522, "val": 632}
+# The world's name: it prefixes every task name and names the environment (``textcraft-synth@1``).
 TASK_NAME_PREFIX = "textcraft-synth"
+GOAL_PREFIX = "Craft the following items: "
 
 # The column order of a task row (a public contract: keep these names).
 TASK_COLUMNS = (
@@ -49,7 +58,7 @@ TASK_COLUMNS = (
 Row = Dict[str, Any]
 
 
-class SourceError(ValueError):
+class SourceError(UserError):
     """A source task line that does not have the ``textcraft-synth@1`` shape."""
 
 
@@ -57,9 +66,56 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def task_name(split: str, difficulty: str, index: int) -> str:
-    """The Harbor task name, e.g. ``textcraft-synth-train-medium-00000``."""
-    return "%s-%s-%s-%05d" % (TASK_NAME_PREFIX, split, difficulty, index)
+def task_suffix(split: str, difficulty: str, index: int) -> str:
+    """A task's name after its world's prefix, e.g. ``train-medium-00000``."""
+    return "%s-%s-%05d" % (split, difficulty, index)
+
+
+def task_name(split: str, difficulty: str, index: int, world: str = TASK_NAME_PREFIX) -> str:
+    """The task name, e.g. ``textcraft-synth-train-medium-00000`` (the Harbor task directory's name)."""
+    return "%s-%s" % (world, task_suffix(split, difficulty, index))
+
+
+def environment_id(world: str = TASK_NAME_PREFIX) -> str:
+    """The environment a world's tasks belong to, e.g. ``textcraft-synth@1``."""
+    return world + "@1"
+
+
+# ------------------------------------------------------------------------------------- goals and finishing
+
+
+def targets_text(targets: Mapping[str, int]) -> str:
+    """``3x a1_i5, 2x b0_i3``: the targets in task order."""
+    return ", ".join("%dx %s" % (count, item) for item, count in targets.items())
+
+
+def goal_text(targets: Mapping[str, int]) -> str:
+    """The goal of a task with these targets, as the records write it: ``Craft the following items: 3x a1_i5``."""
+    return GOAL_PREFIX + targets_text(targets)
+
+
+_GOAL_ENTRY = re.compile(r"([1-9][0-9]*)x (\S+)\Z")
+
+
+def parse_goal(goal: str) -> Dict[str, int]:
+    """The targets ``{item: count}`` a goal names; the inverse of :func:`goal_text`.
+
+    Raises :class:`UserError` for text that is not a goal (agents read goals from prompts they are given).
+    """
+    if not goal.startswith(GOAL_PREFIX):
+        raise UserError("not a goal (it should start with %r): %r" % (GOAL_PREFIX, goal[:80]))
+    targets: Dict[str, int] = {}
+    for part in goal[len(GOAL_PREFIX):].split(", "):
+        match = _GOAL_ENTRY.match(part)
+        if match is None or match.group(2) in targets:
+            raise UserError("not a goal entry (COUNTx ITEM, each item once): %r" % part)
+        targets[match.group(2)] = int(match.group(1))
+    return targets
+
+
+def finish_message(targets: Mapping[str, int]) -> str:
+    """What an expert says to ``finish`` (the gold solutions, SFT, the oracle): ``Crafted 3x a1_i5.``"""
+    return "Crafted %s." % targets_text(targets)
 
 
 def counts_to_list(counts: Mapping[str, int]) -> List[Dict[str, Any]]:
@@ -123,12 +179,12 @@ def split_positions(tasks: Iterable[Mapping[str, Any]]) -> List[int]:
     return positions
 
 
-def row_from_source(task: Mapping[str, Any], split: str, index: int, split_position: int) -> Row:
+def row_from_source(task: Mapping[str, Any], split: str, index: int, split_position: int, world: str = TASK_NAME_PREFIX) -> Row:
     """The row of source task ``index`` of ``split``; ``split_position`` is its index within its difficulty."""
     misc = task["misc"]
     difficulty = misc["difficulty"]
     return {
-        "name": task_name(split, difficulty, index),
+        "name": task_name(split, difficulty, index, world),
         "split": split,
         "index": index,
         "difficulty": difficulty,
@@ -153,10 +209,10 @@ def row_from_source(task: Mapping[str, Any], split: str, index: int, split_posit
     }
 
 
-def rows_from_source_lines(split: str, tasks: List[Mapping[str, Any]]) -> List[Row]:
-    """Every row of a split, in source order."""
+def rows_from_source_lines(split: str, tasks: List[Mapping[str, Any]], world: str = TASK_NAME_PREFIX) -> List[Row]:
+    """Every row of a split, in source order; ``world`` (the world's name) prefixes the task names."""
     positions = split_positions(tasks)
-    return [row_from_source(task, split, index, positions[index]) for index, task in enumerate(tasks)]
+    return [row_from_source(task, split, index, positions[index], world) for index, task in enumerate(tasks)]
 
 
 def source_from_row(row: Mapping[str, Any]) -> Dict[str, Any]:
@@ -228,11 +284,11 @@ def gold_steps(row: Mapping[str, Any]) -> Iterator[Tuple[str, int, Dict[str, int
         yield step["item"], step["count"], list_to_counts(step["ingredients"])
 
 
-def gold_tool_calls(row: Mapping[str, Any], message: str = "Crafted every target item.") -> List[Dict[str, Any]]:
-    """The gold trajectory as engine tool calls, then ``finish``."""
+def gold_tool_calls(row: Mapping[str, Any], message: Optional[str] = None) -> List[Dict[str, Any]]:
+    """The gold trajectory as engine tool calls, then ``finish`` (by default with :func:`finish_message`)."""
     calls: List[Dict[str, Any]] = [
         {"name": "craft", "arguments": {"ingredients": ingredients, "target": [item, total]}}
         for item, total, ingredients in gold_steps(row)
     ]
-    calls.append({"name": "finish", "arguments": {"message": message}})
+    calls.append({"name": "finish", "arguments": {"message": finish_message(list_to_counts(row["target_items"])) if message is None else message}})
     return calls

@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from . import game, records
+from . import game, records, store
 from .env import hermes_tool_calls, message_tool_calls
 
 Counts = Union[Mapping[str, int], Sequence[Mapping[str, Any]]]
@@ -79,9 +79,7 @@ class _TextCraftReward:
     def world(self) -> game.World:
         with self._lock:
             if self._world is None:
-                from . import store
-
-                self._world = game.World.from_file(self.recipes_path or store.DEFAULT_DATA_DIR / records.RECIPES_FILE)
+                self._world = game.World.from_file(self.recipes_path or store.PACKAGED_WORLD)
             return self._world
 
     def score(self, completion: Any, target_items: Any, initial_inventory: Any) -> Optional[float]:
@@ -122,7 +120,8 @@ def get_textcraft_reward(recipes_path: Optional[Union[str, Path]] = None) -> Cal
     """A TextCraft reward function over the world in ``recipes_path``.
 
     Args:
-        recipes_path (`str` or `Path`, *optional*): the world's ``recipes.json``; defaults to ``data/recipes.json``.
+        recipes_path (`str` or `Path`, *optional*): the world's ``recipes.json``; defaults to the world the
+            package carries (textcraft-synth@1, the same bytes as ``data/recipes.json``).
 
     Returns:
         `Callable[..., list[float | None]]`: a reward with TRL's signature, ``(completions, target_items,

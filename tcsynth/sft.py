@@ -26,27 +26,20 @@ same row always gives the same bytes.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from tqdm.auto import tqdm
 
-from . import game, prompts, records, store
+from . import game, prompts, records
+from .configs import SFT_TASK_COLUMNS
+from .errors import UserError
 from .store import Records
 
 Message = Dict[str, Any]
 Row = Dict[str, Any]
 
-# The size columns an sft row carries besides its task columns.
-SIZE_COLUMNS = ("num_turns", "num_tool_calls", "num_characters")
-TASK_COLUMNS = ("name", "split", "difficulty", "max_depth", "num_craft_steps")
-SFT_COLUMNS = TASK_COLUMNS + ("messages", "tools") + SIZE_COLUMNS
-
-
-class SftError(ValueError):
+class SftError(UserError):
     """A task whose conversation cannot be built or does not replay to reward 1.0; names the task."""
 
 
@@ -131,11 +124,6 @@ def plan_crafts(row: Mapping[str, Any], printed: Mapping[str, Mapping[str, Any]]
     return [groups[depth] for depth in sorted(groups)]
 
 
-def finish_message(targets: Mapping[str, int]) -> str:
-    """What the assistant tells ``finish``: the targets it crafted, e.g. ``Crafted 3 a1_i5.``"""
-    return "Crafted %s." % _item_list(["%d %s" % (count, item) for item, count in targets.items()])
-
-
 def conversation(row: Mapping[str, Any], world: game.World, parallel: bool = True) -> List[Message]:
     """The messages of one task row, every tool message the engine's answer (raises :class:`SftError`).
 
@@ -158,7 +146,7 @@ def conversation(row: Mapping[str, Any], world: game.World, parallel: bool = Tru
             for position, (call, (item, total, _)) in enumerate(zip(calls, group)):
                 lead = "I have every recipe I need, so I'll craft from the bottom up. " if number == position == 0 else ""
                 transcript.turn("%sCrafting %d %s (depth %d)." % (lead, total, item, depth), [call])
-    transcript.turn("Every target is in my inventory now, so I'm done.", [("finish", {"message": finish_message(targets)})])
+    transcript.turn("Every target is in my inventory now, so I'm done.", [("finish", {"message": records.finish_message(targets)})])
     verify(row, world, transcript.messages)
     return transcript.messages
 
@@ -203,7 +191,7 @@ def sft_row(row: Mapping[str, Any], world: game.World, parallel: bool = True) ->
     """The sft row of a task row, messages and tools as Python objects (see :func:`encode_row`)."""
     messages = conversation(row, world, parallel=parallel)
     return dict(
-        {column: row[column] for column in TASK_COLUMNS},
+        {column: row[column] for column in SFT_TASK_COLUMNS},
         messages=messages,
         tools=prompts.tool_schemas(),
         num_turns=sum(message["role"] == "assistant" for message in messages),
@@ -228,7 +216,7 @@ def build_rows(task_rows: Sequence[Mapping[str, Any]], world: game.World, parall
     return rows
 
 
-# The last records' rows per split: the sft config and its per-difficulty configs share one rendering.
+# The last records' rows per (split, parallel): the sft config and its per-difficulty configs share one rendering.
 _cache: Dict[str, Any] = {"records": None, "rows": {}}
 
 
@@ -237,42 +225,12 @@ def clear_cache() -> None:
     _cache.update(records=None, rows={})
 
 
-def sft_rows(data: Records, split: str, difficulty: Optional[str] = None) -> List[Row]:
-    """The encoded rows of the ``sft`` config (or of ``sft-<difficulty>``) for one split."""
+def sft_rows(data: Records, split: str, parallel: bool = True, progress: bool = True) -> List[Row]:
+    """The encoded rows of one split of the sft conversations (every difficulty), rendered once per records."""
     if _cache["records"] is not data:
         _cache["records"], _cache["rows"] = data, {}
-    rows = _cache["rows"].get(split)
+    key = (split, parallel)
+    rows = _cache["rows"].get(key)
     if rows is None:
-        rows = _cache["rows"][split] = build_rows(data.tasks[split], game.World(data.world_document), progress=True)
-    return rows if difficulty is None else [row for row in rows if row["difficulty"] == difficulty]
-
-
-# ---------------------------------------------------------------------------------------------------- cli
-
-
-def cmd_sft(args: argparse.Namespace) -> int:
-    from .cli import UserError, find_row
-
-    data_dir = Path(args.data_dir)
-    world = game.World.from_file(data_dir / records.RECIPES_FILE)
-    for wanted in args.task:
-        row = find_row(data_dir, wanted)
-        try:
-            rendered = sft_row(row, world, parallel=not args.one_call_per_turn)
-        except SftError as error:
-            raise UserError(str(error))
-        if not args.tools:
-            del rendered["tools"]
-        sys.stdout.write(json.dumps(rendered, indent=args.indent) + "\n")
-    return 0
-
-
-def register_cli(commands: Any) -> None:
-    """Add ``sft``: print tasks' conversations as JSON, as the ``sft`` config holds them."""
-    sub = commands.add_parser("sft", help="print the SFT conversation of tasks (replayed through the engine)")
-    sub.add_argument("task", nargs="+", help="task name, env_task_id (val:3) or source_task_id")
-    sub.add_argument("--one-call-per-turn", action="store_true", help="one craft per assistant turn instead of one turn per depth")
-    sub.add_argument("--tools", action="store_true", help="include the tool schemas")
-    sub.add_argument("--indent", type=int, default=None, help="indent the JSON (default: one line per task)")
-    sub.add_argument("--data-dir", default=str(store.DEFAULT_DATA_DIR), help="the data/ directory (default: %(default)s)")
-    sub.set_defaults(run=cmd_sft)
+        rows = _cache["rows"][key] = build_rows(data.tasks[split], data.world, parallel=parallel, progress=progress)
+    return rows

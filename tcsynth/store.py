@@ -1,4 +1,4 @@
-"""The ``data/`` directory: where each file lives, and deterministic Parquet reading and writing.
+"""Where the records live and how they are read: the ``data/`` directory, the packaged world, row look-ups.
 
 Layout (every Parquet file carries its ``datasets`` features in the schema metadata)::
 
@@ -7,32 +7,44 @@ Layout (every Parquet file carries its ``datasets`` features in the schema metad
     data/<config>/<split>.parquet      one file per config and split (tasks, easy, ..., recipes)
 
 ``data/tasks/*.parquet`` and ``data/recipes.json`` are the records: everything else is derived from them.
+
+A data directory is found in this order: the one the caller names (``--data-dir``), the checkout's
+``data/`` when the package runs from a checkout, else the dataset's ``data/`` downloaded from the Hub
+(:data:`HUB_REPO_ID`).  The world alone needs none of them: the package carries ``recipes.json``
+(:data:`PACKAGED_WORLD`, the same file as ``data/recipes.json``), so the engine and the reward work from a
+plain wheel install.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import records
+from . import game, records
+from .errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = REPO_ROOT / "data"
-TASKS_CONFIG = "tasks"
+# The world inside the package: in a checkout a symbolic link to data/recipes.json, in a wheel its bytes.
+PACKAGED_WORLD = Path(__file__).resolve().parent / records.RECIPES_FILE
+HUB_REPO_ID = "apurvaga/textcraft-synth"
+# What a command that reads task rows needs from the Hub: the records, not the derived configs.
+HUB_RECORD_PATTERNS = ("data/%s/*.parquet" % records.TASKS_CONFIG, "data/" + records.RECIPES_FILE, "data/" + records.LICENSE_FILE)
 # Fixed writer settings: the same rows give the same bytes (with the pinned pyarrow version).
 PARQUET_OPTIONS = dict(compression="zstd", compression_level=9, use_dictionary=True, write_statistics=True)
 ROW_GROUP_ROWS = 1000
 
 
-class DataError(ValueError):
+class DataError(UserError):
     """``data/`` is missing a file or holds one that does not read as a record."""
 
 
@@ -106,9 +118,28 @@ class Records:
     recipes_bytes: bytes
     license_bytes: bytes
 
-    @property
+    @functools.cached_property
     def world_document(self) -> Dict[str, Any]:
-        return json.loads(self.recipes_bytes.decode("utf-8"))
+        try:
+            document = json.loads(self.recipes_bytes.decode("utf-8"))
+        except ValueError as error:
+            raise DataError("%s is not JSON: %s" % (records.RECIPES_FILE, error))
+        if not isinstance(document, dict) or not isinstance(document.get("name"), str):
+            raise DataError("%s is not a textcraft-recipes/1 world (no name)" % records.RECIPES_FILE)
+        return document
+
+    @functools.cached_property
+    def world(self) -> game.World:
+        """The engine's world of these records (``DataError`` when ``recipes.json`` is not one)."""
+        try:
+            return game.World(self.world_document)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise DataError("%s is not a textcraft-recipes/1 world: %s" % (records.RECIPES_FILE, error))
+
+    @property
+    def world_name(self) -> str:
+        """The world's name: ``textcraft-synth`` for textcraft-synth@1; it prefixes every task name."""
+        return self.world_document["name"]
 
 
 def load_records(data_dir: Path = DEFAULT_DATA_DIR, splits: Iterable[str] = records.SPLITS) -> Records:
@@ -117,7 +148,9 @@ def load_records(data_dir: Path = DEFAULT_DATA_DIR, splits: Iterable[str] = reco
     ``splits`` limits the task rows read, for callers that need one split only (an eval run).
     """
     data_dir = Path(data_dir)
-    tasks = {split: read_parquet_rows(parquet_path(data_dir, TASKS_CONFIG, split)) for split in splits}
+    if not data_dir.is_dir():
+        raise DataError("%s is not a directory (expected a dataset's data/ folder; build-data makes one)" % data_dir)
+    tasks = {split: read_parquet_rows(parquet_path(data_dir, records.TASKS_CONFIG, split)) for split in splits}
     return Records(tasks, _read(data_dir / records.RECIPES_FILE), _read(data_dir / records.LICENSE_FILE))
 
 
@@ -128,27 +161,22 @@ def _read(path: Path) -> bytes:
         raise DataError("cannot read %s: %s" % (path, error.strerror or error))
 
 
-def replace_directory(target: Path, files: Mapping[str, bytes]) -> None:
-    """Make ``target`` hold exactly ``files`` ({relative path: bytes}), or leave it as it was.
-
-    Everything is written to a sibling staging directory first; the old directory is moved aside and the
-    new one renamed into place only once every file is on disk.
-    """
+def staging_directory(target: Path) -> Path:
+    """A new empty directory beside ``target`` to build its replacement in (mode 0755)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".%s-new-" % target.name, dir=target.parent))
-    try:
-        for relative, data in sorted(files.items()):
-            path = staging / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-        os.chmod(staging, 0o755)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    os.chmod(staging, 0o755)
+    return staging
+
+
+def swap_directory(staging: Path, target: Path) -> None:
+    """Put the complete directory ``staging`` at ``target``; an existing ``target`` is moved aside, then removed.
+
+    If the final rename fails the old directory is put back, so ``target`` is always either the old tree or
+    the new one.  ``staging`` must be a sibling of ``target`` (see :func:`staging_directory`).
+    """
+    staging, target = Path(staging), Path(target)
     aside = None
     if target.exists():
         aside = Path(tempfile.mkdtemp(prefix=".%s-old-" % target.name, dir=target.parent))
@@ -158,12 +186,85 @@ def replace_directory(target: Path, files: Mapping[str, bytes]) -> None:
     except BaseException:
         if aside is not None:
             os.rename(aside / target.name, target)
-        shutil.rmtree(staging, ignore_errors=True)
         raise
     finally:
         if aside is not None:
             shutil.rmtree(aside, ignore_errors=True)
 
 
-def iter_parquet_files(data_dir: Path) -> Iterable[Path]:
-    return sorted(Path(data_dir).glob("*/*.parquet"))
+def replace_directory(target: Path, files: Mapping[str, bytes]) -> None:
+    """Make ``target`` hold exactly ``files`` ({relative path: bytes}), or leave it as it was.
+
+    Everything is written (and fsynced) to a sibling staging directory first, then swapped in.
+    """
+    staging = staging_directory(target)
+    try:
+        for relative, data in sorted(files.items()):
+            path = staging / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        swap_directory(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+# ------------------------------------------------------------------------------------ finding the records
+
+
+def checkout_data_dir() -> Optional[Path]:
+    """The checkout's ``data/`` when this package runs from a checkout that holds the records, else None."""
+    records_file = parquet_path(DEFAULT_DATA_DIR, records.TASKS_CONFIG, records.SPLITS[0])
+    return DEFAULT_DATA_DIR if (REPO_ROOT / "textcraft_synth.py").is_file() and records_file.is_file() else None
+
+
+def hub_data_dir(repo_id: str = HUB_REPO_ID, revision: Optional[str] = None) -> Path:
+    """The records of the Hub dataset ``repo_id``, downloaded (or found in the Hub cache); ``DataError`` if
+    they cannot be had."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        path = snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=list(HUB_RECORD_PATTERNS))
+    except Exception as error:  # noqa: BLE001 - offline, unknown repo, no permission: all one answer to the user
+        raise DataError(
+            "no --data-dir given, this package is not in a checkout, and the Hub dataset %s cannot be reached "
+            "(%s: %s); pass --data-dir DIR, a copy of the dataset's data/ folder" % (repo_id, type(error).__name__, error)
+        )
+    return Path(path) / "data"
+
+
+def resolve_data_dir(data_dir: Optional[Path] = None) -> Path:
+    """The data directory to read: ``data_dir`` if given, else the checkout's, else the Hub dataset's."""
+    if data_dir is not None:
+        return Path(data_dir)
+    return checkout_data_dir() or hub_data_dir()
+
+
+def world_path(data_dir: Optional[Path] = None) -> Path:
+    """The ``recipes.json`` of ``data_dir``, or the packaged world when none is given."""
+    return PACKAGED_WORLD if data_dir is None else Path(data_dir) / records.RECIPES_FILE
+
+
+def load_world(data_dir: Optional[Path] = None) -> game.World:
+    """The engine's :class:`~tcsynth.game.World` of ``data_dir`` (default: the packaged world)."""
+    path = world_path(data_dir)
+    try:
+        return game.World.from_file(path)
+    except OSError as error:
+        raise DataError("cannot read %s: %s" % (path, error.strerror or error))
+    except (ValueError, KeyError, TypeError) as error:
+        raise DataError("%s is not a textcraft-recipes/1 world: %s" % (path, error))
+
+
+def find_row(data: Records, wanted: str) -> Dict[str, Any]:
+    """A task row by name (``textcraft-synth-val-easy-00003``), ``env_task_id`` (``val:3``) or ``source_task_id``."""
+    for rows in data.tasks.values():
+        for row in rows:
+            if wanted in (row["name"], row["env_task_id"], row["source_task_id"]):
+                return row
+    example = next((rows[0] for rows in data.tasks.values() if rows), None)
+    hint = " (names look like %s, or %s)" % (example["name"], example["env_task_id"]) if example else ""
+    raise DataError("no task named %r%s" % (wanted, hint))

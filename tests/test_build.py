@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tcsynth import build, records
+from tcsynth import build, records, store
 
 
 def _tree(directory: Path) -> dict:
@@ -97,10 +97,20 @@ def test_a_corrupt_line_is_named_when_the_hash_is_not_pinned(source_copy, existi
     _assert_untouched(existing_data)
 
 
-def test_a_losing_gold_trajectory_fails_the_build(data, existing_data):
+def test_a_losing_gold_trajectory_fails_the_build(data, existing_data, monkeypatch):
     broken = {split: [dict(row) for row in rows] for split, rows in data.tasks.items()}
     broken["val"][7]["gold_trajectory"] = broken["val"][7]["gold_trajectory"][:-1]
-    with pytest.raises(build.BuildError):
+    # The pinned hashes would refuse these rows first; take them out so that the gold replay is what fails.
+    monkeypatch.setattr(build, "check_release", lambda data: None)
+    with pytest.raises(build.BuildError, match="^%s: the gold trajectory does not reach the goal: " % broken["val"][7]["name"]):
+        build.write_data(type(data)(broken, data.recipes_bytes, data.license_bytes), existing_data, progress=False)
+    _assert_untouched(existing_data)
+
+
+def test_altered_rows_of_the_published_world_fail_the_pinned_hash(data, existing_data):
+    broken = {split: [dict(row) for row in rows] for split, rows in data.tasks.items()}
+    broken["val"][7]["goal"] += " "
+    with pytest.raises(build.BuildError, match="^val: the rows do not convert back to textcraft_synth_val.jsonl"):
         build.write_data(type(data)(broken, data.recipes_bytes, data.license_bytes), existing_data, progress=False)
     _assert_untouched(existing_data)
 
@@ -127,5 +137,8 @@ def test_cli_reports_a_missing_source_directory(tmp_path, repo):
 
 
 def test_build_without_records_says_how_to_make_them(tmp_path):
-    with pytest.raises(build.BuildError, match="build-data"):
+    with pytest.raises(store.DataError, match="build-data"):
+        build.build(tmp_path / "empty", progress=False)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(store.DataError, match="build-data"):
         build.build(tmp_path / "empty", progress=False)

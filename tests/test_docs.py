@@ -46,3 +46,22 @@ def test_readme_names_only_subcommands_that_exist(repo):
     named = set(re.findall(r"python -m textcraft_synth ([a-z][a-z-]+)", text))
     choices = set(parser()._subparsers._group_actions[0].choices)
     assert named and named <= choices, named - choices
+
+
+def test_every_task_name_and_id_in_the_readme_exists(repo, data):
+    _, text = _card(repo)
+    rows = [row for rows in data.tasks.values() for row in rows]
+    names = {row["name"] for row in rows}
+    ids = {row["env_task_id"] for row in rows}
+    named = set(re.findall(r"textcraft-synth-(?:train|val)-[a-z]+-\d{5}", text))
+    assert named and named <= names, sorted(named - names)
+    mentioned_ids = set(re.findall(r"\b(?:train|val):\d+\b", text))
+    assert mentioned_ids <= ids, sorted(mentioned_ids - ids)
+
+
+def test_every_harbor_card_task_name_exists(data):
+    from tcsynth import harbor
+
+    card = harbor.card_bytes({split: data.tasks[split] for split in data.tasks}, data.world_name, "org/name").decode()
+    named = set(re.findall(r"textcraft-synth-(?:train|val)-[a-z]+-\d{5}", card))
+    assert named <= {row["name"] for rows in data.tasks.values() for row in rows}

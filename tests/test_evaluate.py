@@ -169,7 +169,8 @@ def test_unlimited_budget_is_recorded(tmp_path):
         (["--agent", "planner", "--config", "nope"], "unknown task config 'nope'"),
         (["--agent", "planner", "--config", "recipes"], "unknown task config 'recipes'"),
         (["--agent", "planner", "--split", "test"], "has no split 'test'"),
-        (["--agent", "nop", "--batch"], "--batch and --calls-per-turn apply to oracle and planner only"),
+        (["--agent", "nop", "--batch"], "--calls-per-turn is not an option of the nop agent"),
+        (["--agent", "planner", "--model", "m"], "--model is not an option of the planner agent"),
         (["--agent", "openai"], "--agent openai needs --model"),
     ],
 )
@@ -188,10 +189,14 @@ def test_an_output_directory_with_other_files_is_refused(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
-def test_a_previous_run_is_replaced(tmp_path):
+def test_a_previous_run_is_kept_unless_forced(tmp_path, capsys):
     out = tmp_path / "run"
     assert run_cli("--agent", "oracle", "--limit", "3", "--out", str(out)) == 0
-    assert run_cli("--agent", "nop", "--limit", "2", "--out", str(out)) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert run_cli("--agent", "nop", "--limit", "2", "--out", str(out)) == 1
+    assert "already holds an eval run" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert run_cli("--agent", "nop", "--limit", "2", "--out", str(out), "--force") == 0
     assert len((out / "episodes.jsonl").read_text().splitlines()) == 2
 
 

@@ -30,7 +30,7 @@ def make_game_dir(directory: Path, row: Mapping, recipes: bytes) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "textcraft_game.py").write_bytes(GAME_SOURCE.read_bytes())
     (directory / "recipes.json").write_bytes(recipes)
-    (directory / "task.json").write_bytes(harbor.task_json_bytes(row, harbor.sha256_hex(recipes)))
+    (directory / "task.json").write_bytes(harbor.files.task_json_bytes(row, records.TASK_NAME_PREFIX, records.sha256_hex(recipes)))
     return directory
 
 

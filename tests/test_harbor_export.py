@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -83,7 +84,7 @@ def exported(tmp_path_factory, data) -> Path:
 def test_tree_layout_and_modes(exported, data):
     tasks = sorted(p.name for p in (exported / "tasks").iterdir())
     assert tasks == sorted(row["name"] for split in ("train", "val") for row in data.tasks[split][:40])
-    assert sorted(p.name for p in exported.iterdir()) == ["LICENSE", "README.md", "registry.json", "splits.json", "task-index.json", "tasks"]
+    assert sorted(p.name for p in exported.iterdir()) == [".textcraft-synth-export", "LICENSE", "README.md", "registry.json", "splits.json", "task-index.json", "tasks"]
     for name in tasks[:10]:
         listing = tree(exported / "tasks" / name)
         files = {path for path, (mode, _) in listing.items() if stat.S_ISREG(mode)}
@@ -94,21 +95,23 @@ def test_tree_layout_and_modes(exported, data):
     assert (exported / "LICENSE").read_bytes() == data.license_bytes
 
 
-def test_game_file_is_the_engine_and_shared_files_are_hard_links(exported, data):
+def test_game_file_is_the_engine_and_shared_files_are_hard_links_within_one_side(exported, data):
     engine = Path(game.__file__).read_bytes()
     tasks = sorted((exported / "tasks").iterdir())
-    inodes = {"textcraft_game.py": set(), "recipes.json": set()}
+    inodes = {(where, name): set() for where in ("environment", "tests") for name in ("textcraft_game.py", "recipes.json")}
     for task_dir in tasks:
-        for where in ("environment", "tests"):
-            assert (task_dir / where / "textcraft_game.py").read_bytes() == engine
-            assert (task_dir / where / "recipes.json").read_bytes() == data.recipes_bytes
-            for name in inodes:
-                inodes[name].add((task_dir / where / name).stat().st_ino)
+        for where, name in inodes:
+            assert (task_dir / where / name).read_bytes() == (engine if name.endswith(".py") else data.recipes_bytes)
+            inodes[where, name].add((task_dir / where / name).stat().st_ino)
     assert all(len(found) == 1 for found in inodes.values())
     scripts = {(task_dir / "tests" / "test.sh").stat().st_ino for task_dir in tasks}
     assert len(scripts) == 1
+    # The agent's copies and the grader's never share an inode: editing one in place cannot edit the other.
+    agent_side = {inode for (where, _), found in inodes.items() if where == "environment" for inode in found}
+    grader_side = {inode for (where, _), found in inodes.items() if where == "tests" for inode in found}
+    assert not agent_side & grader_side
     for task_dir in tasks:
-        assert (task_dir / "tests" / "task.json").stat().st_ino == (task_dir / "environment" / "task.json").stat().st_ino
+        assert (task_dir / "tests" / "task.json").stat().st_ino != (task_dir / "environment" / "task.json").stat().st_ino
 
 
 def test_task_json_is_the_spec_document(exported, data):
@@ -331,8 +334,57 @@ def test_command_line(tmp_path):
     result = subprocess.run(run, capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert "wrote 2 Harbor tasks" in result.stdout
-    again = subprocess.run(run, capture_output=True, text=True, cwd=REPO)
-    assert again.returncode == 1
-    assert again.stderr.startswith("error: ") and "Traceback" not in again.stderr
-    forced = subprocess.run(run + ["--force"], capture_output=True, text=True, cwd=REPO)
-    assert forced.returncode == 0, forced.stderr
+    again = subprocess.run(run, capture_output=True, text=True, cwd=REPO)  # an earlier export is replaced
+    assert again.returncode == 0, again.stderr
+    (out / "notes.txt").write_text("mine")
+    (out / harbor.EXPORT_MARKER).unlink()
+    refused = subprocess.run(run, capture_output=True, text=True, cwd=REPO)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("error: ") and "not an earlier export" in refused.stderr and "Traceback" not in refused.stderr
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("where", [".", "..", "repo"])
+def test_never_exports_over_the_current_directory_or_a_checkout(tmp_path, data, monkeypatch, where):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    out = REPO if where == "repo" else Path(where)
+    with pytest.raises(harbor.ExportError):
+        harbor.export_harbor(out, data, splits=["val"], limit=1, force=True)
+    assert list(work.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+
+
+def test_a_sandbox_copied_with_cp_a_keeps_the_graders_files_apart(exported, tmp_path, data):
+    # cp -a keeps hard links; an agent that edits its world in place must not change the grader's copy.
+    task = data.tasks["val"][0]["name"]
+    copy = tmp_path / "task"
+    subprocess.run(["cp", "-a", str(exported / "tasks" / task), str(copy)], check=True)
+    for name in ("recipes.json", "textcraft_game.py", "task.json"):
+        with open(copy / "environment" / name, "r+b") as handle:  # in place, keeping the inode
+            handle.seek(0)
+            handle.write(b"#")
+        assert (copy / "tests" / name).read_bytes() == (exported / "tasks" / task / "tests" / name).read_bytes()
+
+
+def test_verify_export_finds_every_change(tmp_path, data):
+    out = tmp_path / "out"
+    harbor.export_harbor(out, data, splits=["val"], limit=6)
+    assert harbor.verify_export(out) == (6, [])
+    names = [row["name"] for row in data.tasks["val"][:6]]
+    (out / "tasks" / names[0] / "instruction.md").write_bytes((out / "tasks" / names[0] / "instruction.md").read_bytes() + b" ")
+    os.unlink(out / "tasks" / names[1] / "tests" / "recipes.json")
+    shutil.rmtree(out / "tasks" / names[2])
+    shutil.copytree(out / "tasks" / names[3], out / "tasks" / "stray-task")
+    checked, problems = harbor.verify_export(out)
+    assert checked == 6
+    assert [p.split(":")[0] for p in problems] == [names[0], names[1], names[2], "tasks/stray-task"]
+    result = subprocess.run([sys.executable, "-m", "textcraft_synth", "verify-export", str(out)], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 1 and "4 problem(s)" in result.stdout
+
+
+def test_verify_export_passes_a_full_export_and_the_command_exits_zero(tmp_path, data):
+    out = tmp_path / "out"
+    harbor.export_harbor(out, data, splits=["train"], limit=30)
+    result = subprocess.run([sys.executable, "-m", "textcraft_synth", "verify-export", str(out)], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0 and result.stdout.strip().endswith("30 tasks checked, 0 problem(s)")

@@ -33,7 +33,7 @@ def reference_game() -> bytes:
 
 def sandbox(root: Path, row: Mapping, recipes: bytes, game_bytes: bytes) -> Path:
     """ROOT/app/textcraft with the given game file, and ROOT/tests with the same trusted copies."""
-    task_json = harbor.task_json_bytes(row, harbor.sha256_hex(recipes))
+    task_json = harbor.files.task_json_bytes(row, records.TASK_NAME_PREFIX, records.sha256_hex(recipes))
     for where in (root / "app" / "textcraft", root / "tests"):
         where.mkdir(parents=True)
         (where / "textcraft_game.py").write_bytes(game_bytes)

@@ -6,7 +6,7 @@ import datasets
 import pytest
 
 from tcsynth import records, store
-from tcsynth.configs import CONFIGS, TASK_FEATURES
+from tcsynth.configs import CONFIGS, TASKS, features
 from textcraft_synth import TextCraftSynth
 
 EXPECTED_ROWS = {
@@ -54,7 +54,7 @@ def test_load_dataset_counts_and_schema(repo, hf_cache, config):
         wanted = config.replace("sft-", "")
         assert set(loaded["val"]["difficulty"]) == ({wanted} if wanted in records.DIFFICULTIES else set(records.DIFFICULTIES))
     if CONFIGS[config].holds_tasks:
-        assert loaded["train"].features == TASK_FEATURES
+        assert loaded["train"].features == features(TASKS)
 
 
 def test_default_config_is_tasks(repo, hf_cache):

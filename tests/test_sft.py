@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterable, List
 import datasets
 import pytest
 
-from tcsynth import cli, configs, game, prompts, records, sft, store
+from tcsynth import build, cli, configs, game, prompts, records, sft, store
 
 # ------------------------------------------------------------------------------ chat template and tokenizer
 
@@ -293,10 +293,10 @@ def test_the_same_row_renders_the_same_bytes(data, world):
 
 def test_sft_configs_split_by_difficulty(data):
     for split in records.SPLITS:
-        everything = configs.CONFIGS["sft"].rows(data, split)
+        everything = build.config_rows(configs.CONFIGS["sft"], data, split)
         assert [row["name"] for row in everything] == [row["name"] for row in data.tasks[split]]
         for difficulty in records.DIFFICULTIES:
-            rows = configs.CONFIGS["sft-" + difficulty].rows(data, split)
+            rows = build.config_rows(configs.CONFIGS["sft-" + difficulty], data, split)
             assert rows == [row for row in everything if row["difficulty"] == difficulty] != []
 
 
@@ -340,7 +340,7 @@ def write_sft_repo(root: Path, data: store.Records) -> None:
     for split in records.SPLITS:
         path = store.parquet_path(root / "data", "sft", split)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(store.parquet_bytes(sft.sft_rows(data, split)[:6], configs.SFT_FEATURES))
+        path.write_bytes(store.parquet_bytes(sft.sft_rows(data, split)[:6], configs.features(configs.SFT)))
     (root / "README.md").write_text(
         "---\nconfigs:\n- config_name: sft\n  data_files:\n"
         "  - split: train\n    path: data/sft/train.parquet\n  - split: val\n    path: data/sft/val.parquet\n---\n"
@@ -351,7 +351,7 @@ def test_parquet_round_trip_gives_dict_arguments(data, offline_hf_home):
     repo = offline_hf_home / "repo"
     write_sft_repo(repo, data)
     loaded = datasets.load_dataset(str(repo), "sft", cache_dir=str(offline_hf_home / "cache"))
-    assert loaded["train"].features == configs.SFT_FEATURES
+    assert loaded["train"].features == configs.features(configs.SFT)
     assert isinstance(loaded["train"].features["messages"], datasets.List)
     for split in records.SPLITS:
         expected = [decode_row(row) for row in sft.sft_rows(data, split)[:6]]
@@ -389,7 +389,7 @@ def test_trl_sft_trainer_trains_on_assistant_turns_only(sample_rows, tokenizer, 
     rows = [dict(row) for row in sample_rows if row["difficulty"] == "easy"]
     train = datasets.Dataset.from_list(
         [dict(row, messages=[json.dumps(m) for m in row["messages"]], tools=json.dumps(row["tools"])) for row in rows],
-        features=configs.SFT_FEATURES,
+        features=configs.features(configs.SFT),
     )
     torch.manual_seed(0)
     model = LlamaForCausalLM(

@@ -37,7 +37,7 @@ def sample_rows(data) -> List[Mapping]:
 
 def write_task(directory: Path, row: Mapping, recipes: bytes) -> Path:
     task_dir = directory / row["name"]
-    harbor.write_task(task_dir, harbor.task_files(row, recipes, harbor.game_bytes()))
+    harbor.write_task(task_dir, harbor.task_files(row, harbor.SharedBytes(recipes, records.TASK_NAME_PREFIX)))
     return task_dir
 
 

@@ -1,0 +1,95 @@
+"""The export: the records' tasks as a Harbor task tree, plus its index files, card and licence.
+
+:func:`export_harbor` plays every gold solution (in the background), renders every task's files in memory,
+then has :mod:`.writer` put the tree in place at once.  :func:`write_index_files` writes only the three
+index files, which the repository root keeps.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from .. import game, store
+from .digest import FileDigests
+from .files import SharedBytes, task_files
+from .gold import check_gold_in_background
+from .index import card_bytes, index_files
+from .layout import CARD_FILE, LICENSE_FILE, ROOT_INDEX_FILES, ExportError
+from .writer import check_target, write_tree
+
+Rows = Dict[str, List[Mapping[str, Any]]]
+
+
+def select_tasks(tasks: Mapping[str, Sequence[Mapping[str, Any]]], splits: Optional[Sequence[str]] = None, limit: Optional[int] = None) -> Rows:
+    """The rows to export: the chosen splits in the records' order, the first ``limit`` of each."""
+    chosen = list(splits) if splits else list(tasks)
+    unknown = [split for split in chosen if split not in tasks]
+    if unknown:
+        raise ExportError("unknown split %s (the splits are %s)" % (", ".join(unknown), ", ".join(tasks)))
+    if limit is not None and limit < 1:
+        raise ExportError("--limit must be at least 1, got %d" % limit)
+    return {split: list(tasks[split][:limit] if limit else tasks[split]) for split in tasks if split in chosen}
+
+
+def task_digests(data: store.Records, tasks: Rows, shared: Optional[SharedBytes] = None) -> Dict[str, str]:
+    """Each exported task's content hash, by name."""
+    shared = shared or SharedBytes(data.recipes_bytes, data.world_name)
+    digests = FileDigests()
+    return {row["name"]: digests.task_digest(task_files(row, shared)) for rows in tasks.values() for row in rows}
+
+
+def root_index_files(data: store.Records, splits: Optional[Sequence[str]] = None, limit: Optional[int] = None) -> Dict[str, bytes]:
+    """``registry.json``, ``task-index.json`` and ``splits.json`` of an export, without writing a task."""
+    tasks = select_tasks(data.tasks, splits, limit)
+    return index_files(tasks, task_digests(data, tasks), data.world_name)
+
+
+def export_harbor(
+    out: Path,
+    data: store.Records,
+    splits: Optional[Sequence[str]] = None,
+    limit: Optional[int] = None,
+    force: bool = False,
+    progress: bool = False,
+    repo_id: str = store.HUB_REPO_ID,
+) -> Rows:
+    """Write the Harbor export of ``data`` to ``out``; returns the exported rows per split.
+
+    Every gold solution is played (in a second process while the files are built in memory) before
+    anything is written; on any error nothing changes at ``out``.
+    """
+    out = check_target(out, force)
+    tasks = select_tasks(data.tasks, splits, limit)
+    rows = [row for split_rows in tasks.values() for row in split_rows]
+    wait_for_gold = check_gold_in_background(data.world, rows)
+    shared = SharedBytes(data.recipes_bytes, data.world_name)
+    digests = FileDigests()
+    built = []
+    names: Dict[str, str] = {}
+    for row in rows:
+        files = task_files(row, shared)
+        names[row["name"]] = digests.task_digest(files)
+        built.append((row["name"], files))
+    wait_for_gold()  # raises ExportError before anything is written
+    root = dict(index_files(tasks, names, data.world_name))
+    root[CARD_FILE] = card_bytes(tasks, data.world_name, repo_id)
+    root[LICENSE_FILE] = data.license_bytes
+    write_tree(out, built, root, progress=progress, total=len(built))
+    return tasks
+
+
+def write_index_files(out: Path, data: store.Records, splits: Optional[Sequence[str]] = None, limit: Optional[int] = None) -> List[str]:
+    """Write (or overwrite) only the three root index files into the existing directory ``out``."""
+    out = Path(out)
+    if not out.is_dir():
+        raise ExportError("%s is not a directory" % out)
+    for name, payload in root_index_files(data, splits, limit).items():
+        temporary = out / (".%s.tmp" % name)
+        try:
+            temporary.write_bytes(payload)
+            os.replace(temporary, out / name)
+        except OSError as error:
+            raise ExportError("cannot write %s: %s" % (out / name, error.strerror or error))
+    return list(ROOT_INDEX_FILES)

@@ -1,0 +1,74 @@
+"""The export's self-check: every task's gold solution, as ``solve.sh`` plays it, must win in the engine.
+
+Played in a forked process on the second core while the files are rendered, so it costs no wall time.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+from .. import game, records
+from .layout import ExportError
+
+
+def check_gold(world: game.World, row: Mapping[str, Any]) -> None:
+    """Play the task's gold solution (what ``solve.sh`` runs) with the engine; raise :class:`ExportError`
+    unless every craft is accepted and ``finish`` succeeds."""
+    verdict = game.replay(world, records.engine_task(row), records.gold_tool_calls(row))
+    for number, answer in enumerate(verdict.observations[: len(row["gold_trajectory"])], 1):
+        if not game.craft_succeeded(answer):
+            raise ExportError("the gold solution of %s fails at craft %d: %s" % (row["name"], number, answer))
+    if not verdict.success:
+        raise ExportError("the gold solution of %s does not reach the goal: %s" % (row["name"], verdict.reason))
+
+
+def first_failure(world: game.World, rows: Iterable[Mapping[str, Any]]) -> Optional[str]:
+    """The first gold solution that fails, as an error message, or None when all reach their goal."""
+    try:
+        for row in rows:
+            check_gold(world, row)
+    except ExportError as error:
+        return str(error)
+    return None
+
+
+def _worker(world: game.World, rows: Sequence[Mapping[str, Any]], connection: Any) -> None:
+    connection.send(first_failure(world, rows))
+    connection.close()
+
+
+def check_gold_in_background(world: game.World, rows: Sequence[Mapping[str, Any]]) -> Callable[[], None]:
+    """Start playing every gold solution; return a function that waits and raises :class:`ExportError`.
+
+    Where ``fork`` exists and there is a second core, a forked process plays them (the rows are shared
+    copy-on-write, nothing is pickled); elsewhere they are played right away.
+    """
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods() or (os.cpu_count() or 1) < 2 or len(rows) < 256:
+        problem = first_failure(world, rows)
+
+        def done() -> None:
+            if problem:
+                raise ExportError(problem)
+
+        return done
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_worker, args=(world, rows, sender), daemon=True)
+    process.start()
+    sender.close()
+
+    def wait() -> None:
+        try:
+            problem = receiver.recv()
+        except EOFError:
+            problem = "the process playing the gold solutions died (exit code %s)" % process.exitcode
+        finally:
+            receiver.close()
+            process.join()
+        if problem:
+            raise ExportError(problem)
+
+    return wait

@@ -1,0 +1,108 @@
+"""The files at the root of an export: ``registry.json``, ``task-index.json``, ``splits.json`` and the card.
+
+Pure functions of the exported rows (and, for the index, each task's content hash): sorted or source
+order, fixed indent, ASCII, so two exports give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Mapping, Sequence
+
+from .. import records
+from .files import agent_timeout_sec
+from .layout import REGISTRY_FILE, REGISTRY_VERSION, SPLITS_FILE, TASK_INDEX_FILE, TASKS_DIR, render
+
+Tasks = Mapping[str, Sequence[Mapping[str, Any]]]
+
+
+def _json_bytes(document: Any, sort_keys: bool = False) -> bytes:
+    return (json.dumps(document, indent=1, sort_keys=sort_keys) + "\n").encode("ascii")
+
+
+def task_path(row: Mapping[str, Any]) -> str:
+    return "%s/%s" % (TASKS_DIR, row["name"])
+
+
+def _difficulty_counts(rows: Sequence[Mapping[str, Any]]) -> str:
+    counts = {name: 0 for name in records.DIFFICULTIES}
+    for row in rows:
+        counts[row["difficulty"]] += 1
+    return ", ".join("%s %s" % ("{:,}".format(counts[name]), name) for name in records.DIFFICULTIES)
+
+
+def registry_bytes(tasks: Tasks, world: str) -> bytes:
+    """``registry.json``: one Harbor dataset per split, tasks in source order."""
+    datasets = []
+    for split, rows in tasks.items():
+        datasets.append(
+            {
+                "name": "%s-%s" % (world, split),
+                "version": REGISTRY_VERSION,
+                "description": "TextCraft-Synth %s: %s tasks; %s" % (split, "{:,}".format(len(rows)), _difficulty_counts(rows)),
+                "tasks": [{"name": row["name"], "path": task_path(row)} for row in rows],
+            }
+        )
+    return _json_bytes(datasets)
+
+
+def splits_bytes(tasks: Tasks) -> bytes:
+    """``splits.json``: each split and each split-difficulty to its task names, in source order."""
+    splits: Dict[str, List[str]] = {}
+    for split, rows in tasks.items():
+        splits[split] = [row["name"] for row in rows]
+        for difficulty in records.DIFFICULTIES:
+            splits["%s-%s" % (split, difficulty)] = [row["name"] for row in rows if row["difficulty"] == difficulty]
+    return _json_bytes(splits)
+
+
+def index_entry(row: Mapping[str, Any], digest: str) -> Dict[str, Any]:
+    """One task's entry in ``task-index.json``."""
+    return {
+        "task_path": task_path(row),
+        "split": row["split"],
+        "difficulty": row["difficulty"],
+        "max_depth": row["max_depth"],
+        "num_craft_steps": row["num_craft_steps"],
+        "agent_timeout_sec": agent_timeout_sec(row),
+        "goal": row["goal"],
+        "target_items": records.list_to_counts(row["target_items"]),
+        "source_task_id": row["source_task_id"],
+        "env_task_id": row["env_task_id"],
+        "env_split_task_id": row["env_split_task_id"],
+        "digest": digest,
+    }
+
+
+def task_index_bytes(tasks: Tasks, digests: Mapping[str, str]) -> bytes:
+    """``task-index.json``: every task by name (sorted keys, ``indent=1``)."""
+    index = {row["name"]: index_entry(row, digests[row["name"]]) for rows in tasks.values() for row in rows}
+    return _json_bytes(index, sort_keys=True)
+
+
+def index_files(tasks: Tasks, digests: Mapping[str, str], world: str) -> Dict[str, bytes]:
+    """The three index files of an export, by name."""
+    return {
+        REGISTRY_FILE: registry_bytes(tasks, world),
+        TASK_INDEX_FILE: task_index_bytes(tasks, digests),
+        SPLITS_FILE: splits_bytes(tasks),
+    }
+
+
+def card_bytes(tasks: Tasks, world: str, repo_id: str) -> bytes:
+    """The export's dataset card (``templates/README.md``)."""
+    table = "\n".join(
+        "| %s | %s | %s |" % (split, "{:,}".format(len(rows)), _difficulty_counts(rows)) for split, rows in tasks.items()
+    )
+    example = next((rows[0]["name"] for rows in reversed(list(tasks.values())) if rows), "")
+    values = {
+        "total": "{:,}".format(sum(len(rows) for rows in tasks.values())),
+        "table": table,
+        "repo_id": repo_id,
+        "world": world,
+        "version": REGISTRY_VERSION,
+        "example_task": example,
+        "max_depth": records.MAX_DEPTH,
+        "depth_ranges": ", ".join("%s %d-%d" % (name, *records.DEPTH_RANGES[name]) for name in records.DIFFICULTIES),
+    }
+    return render("README.md", values).encode("utf-8")

@@ -1,0 +1,110 @@
+"""Writing a task tree to disk: exact modes whatever the umask, shared files as hard links, all or nothing.
+
+A shared file (the same bytes at the same path in every task) is written once per path and hard-linked
+from every other task.  Links never join the agent's side (``environment/``) and the grader's
+(``tests/``): a sandbox copied with ``cp -a`` keeps hard links, and an agent that edits its own copy in
+place must not edit the grader's.  The tree is built in a staging directory beside the target and swapped
+in by :func:`tcsynth.store.swap_directory`, so the target is never half written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Dict, Iterable, Mapping, Sequence, Tuple
+
+from .. import store
+from .layout import DIR_MODE, EXPORT_MARKER, FILE_MODE, TASK_DIRECTORIES, TASKS_DIR, ExportError, TaskFile
+
+MARKER_TEXT = b"A Harbor export written by textcraft-synth; export-harbor may replace this directory.\n"
+
+
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+class TreeWriter:
+    """Writes files and directories with exact modes; shared files become hard links to their first copy.
+
+    ``chmod`` runs only when the process umask would strip a mode bit (modes must not depend on it).
+    """
+
+    def __init__(self, link_shared: bool = True) -> None:
+        self.fix_modes = bool(_current_umask() & 0o755)
+        self.link_shared = link_shared
+        self.originals: Dict[str, Tuple[str, bytes]] = {}  # task-relative path -> (first copy, its bytes)
+
+    def mkdir(self, path: str) -> None:
+        os.mkdir(path, DIR_MODE)
+        if self.fix_modes:
+            os.chmod(path, DIR_MODE)
+
+    def write(self, path: str, data: bytes, mode: int = FILE_MODE) -> None:
+        # "xb": a fresh file only, never one already staged; buffered writes retry short writes.
+        with open(path, "xb") as handle:
+            handle.write(data)
+        os.chmod(path, mode)
+
+    def task(self, task_dir: str, files: Sequence[TaskFile]) -> None:
+        """Write one task directory (which must not exist)."""
+        self.mkdir(task_dir)
+        for name in TASK_DIRECTORIES:
+            self.mkdir(os.path.join(task_dir, name))
+        for item in files:
+            path = os.path.join(task_dir, item.path)
+            first = self.originals.get(item.path) if self.link_shared and item.shared else None
+            if first is not None and (first[1] is item.data or first[1] == item.data):
+                os.link(first[0], path)
+                continue
+            self.write(path, item.data, item.mode)
+            if self.link_shared and item.shared and first is None:
+                self.originals[item.path] = (path, item.data)
+
+
+def write_task(task_dir: Path, files: Iterable[TaskFile]) -> None:
+    """Write one task's files into the new directory ``task_dir`` (plain copies, no hard links)."""
+    TreeWriter(link_shared=False).task(str(task_dir), list(files))
+
+
+def check_target(out: Path, force: bool) -> Path:
+    """The absolute export directory, refused if writing it could lose something.
+
+    ``out`` may be absent, empty, or an earlier export (it holds :data:`EXPORT_MARKER`); anything else
+    needs ``force``.  Never the current directory or one that contains it, the filesystem root, or a
+    directory holding a ``data/`` folder (a checkout or a dataset), whatever ``force`` says.
+    """
+    out = Path(os.path.abspath(out))
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise ExportError("%s exists and is not a directory" % out)
+    here = Path(os.path.abspath(os.getcwd()))
+    if out == here or out in here.parents or out.parent == out:
+        raise ExportError("%s is the current directory or above it; export into a directory of its own" % out)
+    if (out / "data").is_dir() or (out / "textcraft_synth.py").exists():
+        raise ExportError("%s looks like a checkout or a dataset (it has data/); export into a directory of its own" % out)
+    if out.is_dir() and any(out.iterdir()) and not (out / EXPORT_MARKER).is_file() and not force:
+        raise ExportError("%s is not empty and is not an earlier export (use --force to replace it)" % out)
+    return out
+
+
+def write_tree(out: Path, tasks: Iterable[Tuple[str, Sequence[TaskFile]]], root_files: Mapping[str, bytes], progress: bool = False, total: int = 0) -> None:
+    """Write ``out/tasks/<name>/...`` for every ``(name, files)`` and ``root_files`` at ``out``, then swap in."""
+    from tqdm.auto import tqdm
+
+    staging = store.staging_directory(out)
+    try:
+        writer = TreeWriter()
+        tasks_dir = os.path.join(staging, TASKS_DIR)
+        writer.mkdir(tasks_dir)
+        # One thread, in order: measured faster than a thread pool here (the GIL hand-offs cost more than
+        # the file system calls they overlap).
+        for name, files in tqdm(tasks, desc="writing Harbor tasks", unit="task", total=total or None, disable=not progress or None):
+            writer.task(os.path.join(tasks_dir, name), files)
+        for name, payload in sorted(dict(root_files, **{EXPORT_MARKER: MARKER_TEXT}).items()):
+            writer.write(os.path.join(staging, name), payload)
+        store.swap_directory(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

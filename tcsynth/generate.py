@@ -325,48 +325,63 @@ def check_world(document: Mapping[str, Any]) -> None:
 # ------------------------------------------------------------------------------------------------- tasks
 
 
-def _closure_order(recipes: Mapping[str, Any], depths: Mapping[str, int], target: str) -> List[str]:
-    """Every craftable item ``target`` needs (itself included), by depth, then by breadth-first discovery."""
-    seen = {target: 0}
-    queue = deque([target])
-    while queue:
-        for name, _ in recipes[queue.popleft()][0]["ingredients"]:
-            if name in recipes and name not in seen:
-                seen[name] = len(seen)
-                queue.append(name)
-    return sorted(seen, key=lambda item: (depths[item], seen[item]))
+class Planner:
+    """Gold trajectories in one world: which items a target needs, in what order, and how many of each.
 
-
-def plan(world_doc: Mapping[str, Any], target: str, count: int) -> Tuple[List[Dict[str, Any]], Dict[str, int]]:
-    """The gold steps (source-line form) that make ``count`` of ``target``, and the base items they consume.
-
-    Each needed item is crafted once, after all its ingredients, as few times as covers its consumers.
+    Every needed item is crafted in one step, after all its ingredients, as few times as covers what its
+    consumers use.  Steps go by depth, then by the order a breadth-first walk from the target meets them.
     """
-    recipes, depths = world_doc["recipes"], world_doc["depths"]
-    order = _closure_order(recipes, depths, target)
-    need = {target: count}
-    crafts = {}
-    consumed_base: Dict[str, int] = {}
-    for item in reversed(order):  # deepest first: all of an item's consumers are counted before it
-        recipe = recipes[item][0]
-        crafts[item] = -(-need[item] // recipe["result_count"])
-        for name, amount in recipe["ingredients"]:
-            total = amount * crafts[item]
-            need[name] = need.get(name, 0) + total
-            if name not in recipes:
-                consumed_base[name] = consumed_base.get(name, 0) + total
-    steps = []
-    for item in order:
-        recipe = recipes[item][0]
-        steps.append(
-            {
-                "action": "craft",
-                "target": [item, crafts[item]],
-                "ingredients": {name: amount * crafts[item] for name, amount in recipe["ingredients"]},
-                "result_count": recipe["result_count"] * crafts[item],
-            }
-        )
-    return steps, consumed_base
+
+    def __init__(self, world_doc: Mapping[str, Any]):
+        self.depths = world_doc["depths"]
+        self.recipes = {
+            item: (recipes[0]["result_count"], tuple((name, amount) for name, amount in recipes[0]["ingredients"]))
+            for item, recipes in world_doc["recipes"].items()
+        }
+        self._orders: Dict[str, List[str]] = {}
+
+    def order(self, target: str) -> List[str]:
+        """Every craftable item ``target`` needs, itself included, in crafting order."""
+        if target not in self._orders:
+            recipes = self.recipes
+            seen = {target: 0}
+            queue = deque([target])
+            while queue:
+                for name, _ in recipes[queue.popleft()][1]:
+                    if name in recipes and name not in seen:
+                        seen[name] = len(seen)
+                        queue.append(name)
+            depths = self.depths
+            self._orders[target] = sorted(seen, key=lambda item: (depths[item], seen[item]))
+        return self._orders[target]
+
+    def plan(self, target: str, count: int) -> Tuple[List[Dict[str, Any]], Dict[str, int]]:
+        """The gold steps (source-line form) that make ``count`` of ``target``, and the base items consumed."""
+        recipes = self.recipes
+        order = self.order(target)
+        need = {target: count}
+        crafts = {}
+        consumed: Dict[str, int] = {}
+        for item in reversed(order):  # deepest first: every consumer of an item is counted before it
+            result_count, parts = recipes[item]
+            runs = crafts[item] = -(-need[item] // result_count)
+            for name, amount in parts:
+                need[name] = need.get(name, 0) + amount * runs
+                if name not in recipes:
+                    consumed[name] = consumed.get(name, 0) + amount * runs
+        steps = []
+        for item in order:
+            result_count, parts = recipes[item]
+            runs = crafts[item]
+            steps.append(
+                {
+                    "action": "craft",
+                    "target": [item, runs],
+                    "ingredients": {name: amount * runs for name, amount in parts},
+                    "result_count": result_count * runs,
+                }
+            )
+        return steps, consumed
 
 
 def _starting_inventory(rng, consumed: Mapping[str, int], base_items: Sequence[str]) -> Dict[str, int]:
@@ -380,9 +395,11 @@ def _starting_inventory(rng, consumed: Mapping[str, int], base_items: Sequence[s
     return dict(held)
 
 
-def make_task(world_doc, task_id: str, difficulty: str, target: str, count: int, rng: random.Random) -> Dict[str, Any]:
-    """One source-line task asking for ``count`` of ``target``."""
-    steps, consumed = plan(world_doc, target, count)
+def make_task(
+    world_doc: Mapping[str, Any], planner: Planner, task_id: str, difficulty: str, target: str, count: int, rng: random.Random
+) -> Dict[str, Any]:
+    """One source-line task asking for ``count`` of ``target`` (``planner`` is built on ``world_doc``)."""
+    steps, consumed = planner.plan(target, count)
     return {
         "goal": "%s%dx %s" % (GOAL_PREFIX, count, target),
         "id": task_id,
@@ -506,12 +523,13 @@ def generate_tasks(
         chosen["train"] += [(difficulty, item, n) for item, n in train_pairs]
 
     stem = task_id_prefix(world_doc)
+    planner = Planner(world_doc)
     result = {}
     for split in records.SPLITS:
         picks = chosen[split]
         rng.shuffle(picks)
         tasks = [
-            make_task(world_doc, "%s.%s.%d" % (stem, split, index), difficulty, item, n, rng)
+            make_task(world_doc, planner, "%s.%s.%d" % (stem, split, index), difficulty, item, n, rng)
             for index, (difficulty, item, n) in enumerate(picks)
         ]
         verify_tasks(world_doc, split, tasks)

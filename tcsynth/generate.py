@@ -5,7 +5,8 @@ Two pure functions, both deterministic in their integer seed::
     generate_world(seed, base_items=50, craftable_items=1402, families=5) -> world document
     generate_tasks(world_doc, seed, train=2522, val=632, per_difficulty=None) -> {"train": [...], "val": [...]}
 
-The world document has format ``textcraft-recipes/1`` (what :class:`tcsynth.game.World` loads), plus a
+:func:`world_json_bytes` writes a world as ``recipes.json`` in @1's file layout.  The world document has
+format ``textcraft-recipes/1`` (what :class:`tcsynth.game.World` loads), plus a
 ``generator`` key recording the seed, the options and :data:`GENERATOR_VERSION`, so a card can say how
 to rebuild it.  Each task is a source line of ``textcraft-synth@1`` (the dict
 :func:`tcsynth.records.check_source_task` accepts), named after the world: world ``textcraft-synth-s7``,
@@ -49,6 +50,7 @@ of the documents) is byte-identical under any ``PYTHONHASHSEED`` and on every su
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections import deque
@@ -304,6 +306,24 @@ def generate_world(seed: int, base_items: int = 50, craftable_items: int = 1402,
     }
     check_world(document)
     return document
+
+
+def world_json_bytes(document: Mapping[str, Any]) -> bytes:
+    """``recipes.json`` bytes in the layout of ``textcraft-synth@1``'s file: compact ASCII JSON, one line
+    per top-level key and one per recipe.  For @1's own document this gives its file byte for byte.
+    """
+
+    def compact(value: Any) -> str:
+        return json.dumps(value, separators=(",", ":"))
+
+    parts = []
+    for key, value in document.items():
+        if key == "recipes":
+            lines = ",\n".join("%s:%s" % (compact(item), compact(recipes)) for item, recipes in value.items())
+            parts.append('"recipes":{\n%s\n}' % lines)
+        else:
+            parts.append("%s:%s" % (compact(key), compact(value)))
+    return ("{\n" + ",\n".join(parts) + "}\n").encode("ascii")
 
 
 def check_world(document: Mapping[str, Any]) -> None:

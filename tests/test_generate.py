@@ -227,6 +227,16 @@ def test_two_seeds_give_different_worlds(world7):
 # -------------------------------------------------------------------------------------- reproducibility
 
 
+def test_world_json_bytes_reproduce_at1s_file_and_round_trip(repo, world7):
+    original = (repo / "data" / records.RECIPES_FILE).read_bytes()
+    assert generate.world_json_bytes(json.loads(original)) == original
+    written = generate.world_json_bytes(world7)
+    assert json.loads(written) == world7
+    # "{", six key lines up to "recipes":{, a line per recipe, "},", and the generator line closing the object
+    assert written.count(b"\n") == 1 + 6 + len(world7["recipes"]) + 2
+    game.World(json.loads(written))
+
+
 def test_same_seed_same_documents(world7, tasks7):
     again = generate.generate_world(7)
     assert json.dumps(again) == json.dumps(world7)

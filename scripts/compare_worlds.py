@@ -11,7 +11,6 @@ difficulty.  The same seed and records give the same table.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time

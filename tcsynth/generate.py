@@ -65,7 +65,6 @@ MAX_STEPS = 75  # the step budget every textcraft-synth@1 task has
 
 # Items per depth (1..12) in textcraft-synth@1: 125, 125, 120, ... (1,402 in all).
 DEPTH_PROFILE = (125, 125, 120, 120, 120, 115, 115, 115, 110, 114, 114, 109)
-PROFILE_CRAFTABLE = sum(DEPTH_PROFILE)
 # Depth groups whose totals are kept while the items per depth vary (±JITTER) inside each group: each
 # difficulty's depth range, so that by default its (item, count) pairs are exactly as many as @1's tasks.
 DEPTH_GROUPS = ((1, 1), (2, 3), (4, 6), (7, 9), (10, 12))
@@ -446,7 +445,8 @@ def task_counts(train: int = 2522, val: int = 632, per_difficulty=None) -> Dict[
         _check_positive_int(split, total, 0)
         given = (per_difficulty or {}).get(split)
         if given is None:
-            counts[split] = dict(zip(records.DIFFICULTIES, _apportion(total, [DEFAULT_TASKS[split][d] for d in records.DIFFICULTIES]))) if total else {d: 0 for d in records.DIFFICULTIES}
+            shares = _apportion(total, [DEFAULT_TASKS[split][d] for d in records.DIFFICULTIES])
+            counts[split] = dict(zip(records.DIFFICULTIES, shares))
             continue
         if not isinstance(given, Mapping) or sorted(given) != sorted(records.DIFFICULTIES):
             raise ValueError("per_difficulty[%r] must give a count for each of %s" % (split, ", ".join(records.DIFFICULTIES)))
@@ -538,7 +538,8 @@ def generate_tasks(
     for difficulty in records.DIFFICULTIES:
         lo, hi = records.DEPTH_RANGES[difficulty]
         candidates = [(item, n) for d in range(lo, hi + 1) for item in by_depth.get(d, []) for n in TARGET_COUNTS[difficulty]]
-        val_pairs, train_pairs = _draw_targets(rng, candidates, counts["val"][difficulty], counts["train"][difficulty], difficulty)
+        n_val, n_train = counts["val"][difficulty], counts["train"][difficulty]
+        val_pairs, train_pairs = _draw_targets(rng, candidates, n_val, n_train, difficulty)
         chosen["val"] += [(difficulty, item, n) for item, n in val_pairs]
         chosen["train"] += [(difficulty, item, n) for item, n in train_pairs]
 

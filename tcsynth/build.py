@@ -193,6 +193,62 @@ def write_data(data: Records, data_dir: Path, log: Optional[Log] = None, progres
     return sorted(files)
 
 
+# ------------------------------------------------------------------------------- a whole dataset directory
+
+DATASET_MARKER = ".textcraft-synth-dataset"
+
+
+def world_card(data: Records, arguments: str) -> bytes:
+    """The dataset card (README.md) of a generated world: YAML configs, its shape, how to regenerate it."""
+    from . import templating
+
+    document = data.world_document
+    generator = document.get("generator", {})
+    table = "\n".join("| %s | %s | %s |" % (split, "{:,}".format(len(rows)), records.difficulty_counts_text(rows)) for split, rows in data.tasks.items())
+    example = next((rows[0]["name"] for rows in reversed(list(data.tasks.values())) if rows), "")
+    values = {
+        "world": data.world_name,
+        "environment": records.environment_id(data.world_name),
+        "configs_yaml": configs.card_configs_yaml(),
+        "base_items": len(document["base_items"]),
+        "craftable_items": len(document["recipes"]),
+        "max_depth": max(document["depths"].values(), default=0),
+        "total": "{:,}".format(sum(len(rows) for rows in data.tasks.values())),
+        "table": table,
+        "depth_ranges": records.depth_ranges_text(),
+        "arguments": arguments,
+        "generator_version": generator.get("version", "?"),
+        "example_task": example,
+    }
+    return templating.render(templating.TEMPLATES / "world-card.md", values).encode("utf-8")
+
+
+def check_dataset_target(out: Path, force: bool) -> Path:
+    """``out`` if a dataset may be written there: absent, empty, or an earlier one (unless ``force``)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise BuildError("%s exists and is not a directory" % out)
+    if out.is_dir() and any(out.iterdir()) and not (out / DATASET_MARKER).is_file() and not force:
+        raise BuildError("%s is not empty and is not an earlier generated dataset (use --force to replace it)" % out)
+    if out.resolve() in (Path.cwd().resolve(), *Path.cwd().resolve().parents) or out.resolve() == store.REPO_ROOT:
+        raise BuildError("%s is the current directory, above it, or the checkout; choose a directory of its own" % out)
+    return out
+
+
+def write_dataset(out: Path, data: Records, card: bytes, progress: bool = True) -> Dict[str, bytes]:
+    """Write a complete dataset directory at ``out`` (all or nothing): ``data/`` with every config, the
+    card ``README.md`` (whose YAML makes ``load_dataset(out)`` work) and the root index files."""
+    from . import harbor
+
+    verify_records(data, progress=progress)
+    files = {"data/" + relative: payload for relative, payload in product_files(data).items()}
+    files.update(harbor.root_index_files(data))
+    files["README.md"] = card
+    files[DATASET_MARKER] = b"A dataset written by textcraft-synth generate-world; it may replace this directory.\n"
+    store.replace_directory(out, files)
+    return files
+
+
 def build_data(source_dir: Path, data_dir: Path = store.DEFAULT_DATA_DIR, **kwargs) -> List[str]:
     """``build-data``: import the source files into ``data_dir``."""
     return write_data(read_source(source_dir), data_dir, **kwargs)

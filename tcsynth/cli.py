@@ -57,7 +57,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     from .build import version_mismatches, write_data
 
     data_dir = Path(args.data_dir or store.DEFAULT_DATA_DIR)
-    index_dir = _writable_directory(Path(args.index_dir), "--index-dir")  # every argument checked before writing
+    # Every argument is checked before anything is written.  The index files belong beside data/.
+    index_dir = _writable_directory(Path(args.index_dir) if args.index_dir else data_dir.parent, "--index-dir")
     if args.harbor:
         harbor.writer.check_target(Path(args.harbor), args.force)
     for mismatch in version_mismatches():
@@ -151,6 +152,43 @@ def cmd_verify_export(args: argparse.Namespace) -> int:
         print(problem)
     print("%d tasks checked, %d problem(s)" % (checked, len(problems)))
     return 1 if problems else 0
+
+
+def _counts_option(text: str) -> Any:
+    """``--counts val=10,10,10,10``: one split's tasks per difficulty, easy to extreme."""
+    split, _, numbers = text.partition("=")
+    parts = numbers.split(",")
+    if split not in records.SPLITS or len(parts) != len(records.DIFFICULTIES):
+        raise argparse.ArgumentTypeError("expected SPLIT=%s with SPLIT one of %s" % (",".join("N" for _ in records.DIFFICULTIES), ", ".join(records.SPLITS)))
+    try:
+        return split, dict(zip(records.DIFFICULTIES, (int(part) for part in parts)))
+    except ValueError:
+        raise argparse.ArgumentTypeError("counts must be whole numbers: %r" % numbers)
+
+
+def cmd_generate_world(args: argparse.Namespace) -> int:
+    from . import build, generate
+
+    out = build.check_dataset_target(Path(args.out), args.force)
+    arguments = ["--seed %d" % args.seed]
+    sizes: Dict[str, Any] = {}
+    if args.train is not None:
+        sizes["train"] = args.train
+        arguments.append("--train %d" % args.train)
+    if args.val is not None:
+        sizes["val"] = args.val
+        arguments.append("--val %d" % args.val)
+    if args.counts:
+        sizes["per_difficulty"] = dict(args.counts)
+        arguments += ["--counts %s=%s" % (split, ",".join(map(str, counts.values()))) for split, counts in args.counts]
+    document = generate.generate_world(args.seed)
+    tasks = generate.generate_tasks(document, args.seed, **sizes)
+    rows = {split: records.rows_from_source_lines(split, lines, document["name"]) for split, lines in tasks.items()}
+    data = store.Records(rows, generate.world_json_bytes(document), store.PACKAGED_LICENSE.read_bytes())
+    build.write_dataset(out, data, build.world_card(data, " ".join(arguments)), progress=not args.quiet)
+    total = sum(len(split_rows) for split_rows in rows.values())
+    print("wrote world %s (%d items, %d tasks) to %s; use it with --data-dir %s" % (data.world_name, len(data.world.recipes) + len(data.world.base_items), total, out, out / "data"))
+    return 0
 
 
 # --------------------------------------------------------------------------------------------- evaluation
@@ -300,7 +338,7 @@ def parser() -> argparse.ArgumentParser:
 
     sub = commands.add_parser("build", help="rebuild every product from the records in data/")
     data_dir_option(sub, fixed=True)
-    sub.add_argument("--index-dir", default=str(store.REPO_ROOT), help="where to write registry.json, task-index.json, splits.json (default: %(default)s)")
+    sub.add_argument("--index-dir", default=None, help="where to write registry.json, task-index.json, splits.json (default: the directory holding data/)")
     sub.add_argument("--harbor", metavar="DIR", help="also export every Harbor task to DIR (absent, empty or an earlier export)")
     sub.add_argument("--force", action="store_true", help="with --harbor: replace DIR even when it is not an earlier export")
     sub.add_argument("-v", "--verbose", action="store_true", help="list the files written")
@@ -337,6 +375,16 @@ def parser() -> argparse.ArgumentParser:
     sub = commands.add_parser("verify-export", help="check a Harbor export against its task-index.json (every content hash) and registry.json")
     sub.add_argument("dir", help="the export's root directory")
     sub.set_defaults(run=cmd_verify_export)
+
+    sub = commands.add_parser("generate-world", help="generate a new world and task set with textcraft-synth@1's shape, as a complete dataset directory")
+    sub.add_argument("--seed", type=int, required=True, help="the world's seed: the same seed gives the same bytes")
+    sub.add_argument("--out", required=True, help="the dataset directory to write (absent, empty or an earlier one)")
+    sub.add_argument("--train", type=_whole_number(0), default=None, help="train tasks (default: 2,522, split like textcraft-synth@1)")
+    sub.add_argument("--val", type=_whole_number(0), default=None, help="val tasks (default: 632)")
+    sub.add_argument("--counts", type=_counts_option, action="append", metavar="SPLIT=E,M,H,X", help="tasks of one split per difficulty (easy, medium, hard, extreme); repeatable")
+    sub.add_argument("--force", action="store_true", help="replace OUT even when it holds files that are not a generated dataset")
+    quiet_option(sub)
+    sub.set_defaults(run=cmd_generate_world)
 
     sub = commands.add_parser("eval", help="run an agent on a split's tasks and write episodes and a summary")
     sub.add_argument("--agent", required=True, choices=sorted(AGENTS), help="the agent to run")

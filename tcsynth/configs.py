@@ -145,3 +145,16 @@ def features(kind: str) -> Any:
         assert tuple(sft) == SFT_COLUMNS
         _FEATURES.update({TASKS: datasets.Features(task), RECIPES: datasets.Features(recipe), SFT: datasets.Features(sft)})
     return _FEATURES[kind]
+
+
+def card_configs_yaml() -> str:
+    """The ``configs:`` block of a dataset card's YAML header: every config, its splits, its Parquet files."""
+    lines = ["configs:"]
+    for spec in CONFIGS.values():
+        lines.append("- config_name: %s" % spec.name)
+        if spec.name == DEFAULT_CONFIG:
+            lines.append("  default: true")
+        lines.append("  data_files:")
+        for split in spec.splits:
+            lines += ["  - split: %s" % split, "    path: data/%s/%s.parquet" % (spec.name, split)]
+    return "\n".join(lines) + "\n"

@@ -57,17 +57,18 @@ from collections import deque
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import game, records
+from .errors import UserError
 
 GENERATOR_VERSION = "1"
 WORLD_NAME_PREFIX = "textcraft-synth-s"
-MAX_DEPTH = 12
+MAX_DEPTH = records.MAX_DEPTH
 MAX_STEPS = 75  # the step budget every textcraft-synth@1 task has
 
 # Items per depth (1..12) in textcraft-synth@1: 125, 125, 120, ... (1,402 in all).
 DEPTH_PROFILE = (125, 125, 120, 120, 120, 115, 115, 115, 110, 114, 114, 109)
 # Depth groups whose totals are kept while the items per depth vary (±JITTER) inside each group: each
 # difficulty's depth range, so that by default its (item, count) pairs are exactly as many as @1's tasks.
-DEPTH_GROUPS = ((1, 1), (2, 3), (4, 6), (7, 9), (10, 12))
+DEPTH_GROUPS = ((1, 1),) + tuple(records.DEPTH_RANGES[name] for name in records.DIFFICULTIES)
 JITTER = 0.06
 
 # Per depth: weighted choices measured on textcraft-synth@1 (weights are percentages).
@@ -104,7 +105,6 @@ DEFAULT_TASKS = {
 STOCK_FACTOR = (2.0, 10.0, 4.0)  # triangular(low, high, mode): held / consumed for each base item used
 DISTRACTORS = ((0, 6), (1, 38), (2, 35), (3, 21))
 DISTRACTOR_AMOUNT = (1, 5)
-GOAL_PREFIX = "Craft the following items: "
 # Task sampling uses its own stream, apart from the world's, so the two never share draws.
 TASK_STREAM = 0x5EED7A5C
 
@@ -143,7 +143,7 @@ def _apportion(total: int, weights: Sequence[float]) -> List[int]:
 
 def _check_positive_int(name: str, value: Any, minimum: int = 1) -> None:
     if type(value) is not int or value < minimum:
-        raise ValueError("%s must be an integer >= %d, got %r" % (name, minimum, value))
+        raise UserError("%s must be an integer >= %d, got %r" % (name, minimum, value))
 
 
 def world_name(seed: int) -> str:
@@ -235,7 +235,7 @@ def generate_world(seed: int, base_items: int = 50, craftable_items: int = 1402,
     _check_positive_int("seed", seed, 0)
     _check_positive_int("families", families)
     if families > len(FAMILY_SYLLABLES):
-        raise ValueError("families must be at most %d, got %d" % (len(FAMILY_SYLLABLES), families))
+        raise UserError("families must be at most %d, got %d" % (len(FAMILY_SYLLABLES), families))
     _check_positive_int("base_items", base_items, families)
     blends = BLENDS_PER_DEPTH * len(BLEND_FAMILIES) if families > 1 else 0
     smallest = MAX_DEPTH * families * 3 + blends
@@ -420,7 +420,7 @@ def make_task(
     """One source-line task asking for ``count`` of ``target`` (``planner`` is built on ``world_doc``)."""
     steps, consumed = planner.plan(target, count)
     return {
-        "goal": "%s%dx %s" % (GOAL_PREFIX, count, target),
+        "goal": records.goal_text({target: count}),
         "id": task_id,
         "max_steps": MAX_STEPS,
         "misc": {
@@ -449,13 +449,13 @@ def task_counts(train: int = 2522, val: int = 632, per_difficulty=None) -> Dict[
             counts[split] = dict(zip(records.DIFFICULTIES, shares))
             continue
         if not isinstance(given, Mapping) or sorted(given) != sorted(records.DIFFICULTIES):
-            raise ValueError("per_difficulty[%r] must give a count for each of %s" % (split, ", ".join(records.DIFFICULTIES)))
+            raise UserError("per_difficulty[%r] must give a count for each of %s" % (split, ", ".join(records.DIFFICULTIES)))
         for difficulty in records.DIFFICULTIES:
             _check_positive_int("per_difficulty[%r][%r]" % (split, difficulty), given[difficulty], 0)
         counts[split] = {d: given[d] for d in records.DIFFICULTIES}
     unknown = sorted(set(per_difficulty or {}) - set(records.SPLITS))
     if unknown:
-        raise ValueError("per_difficulty names unknown split %r (expected train, val)" % unknown[0])
+        raise UserError("per_difficulty names unknown split %r (expected train, val)" % unknown[0])
     return counts
 
 
@@ -463,7 +463,7 @@ def _draw_targets(rng, candidates: List[Tuple[str, int]], n_val: int, n_train: i
     """``(val pairs, train pairs)``: val takes distinct pairs first; train cycles over the rest if need be."""
     rng.shuffle(candidates)
     if n_val > len(candidates) or (n_train and n_val == len(candidates)):
-        raise ValueError(
+        raise UserError(
             "the world has only %d %s (item, count) pairs, too few for %d val tasks and %d train tasks"
             % (len(candidates), difficulty, n_val, n_train)
         )

@@ -168,6 +168,24 @@ def _is_counts(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) and type(v) is int for k, v in value.items())
 
 
+def difficulty_counts(rows: Iterable[Mapping[str, Any]]) -> Dict[str, int]:
+    """How many rows of each difficulty, in difficulty order (zeros included)."""
+    counts = {name: 0 for name in DIFFICULTIES}
+    for row in rows:
+        counts[row["difficulty"]] += 1
+    return counts
+
+
+def difficulty_counts_text(rows: Iterable[Mapping[str, Any]]) -> str:
+    """``588 easy, 852 medium, 544 hard, 538 extreme``."""
+    return ", ".join("{:,} {}".format(count, name) for name, count in difficulty_counts(rows).items())
+
+
+def depth_ranges_text() -> str:
+    """``easy 2-3, medium 4-6, hard 7-9, extreme 10-12``."""
+    return ", ".join("%s %d-%d" % (name, *DEPTH_RANGES[name]) for name in DIFFICULTIES)
+
+
 def split_positions(tasks: Iterable[Mapping[str, Any]]) -> List[int]:
     """For each task of a split, its index among that split's tasks of the same difficulty."""
     seen: Dict[str, int] = {}

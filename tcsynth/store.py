@@ -36,6 +36,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = REPO_ROOT / "data"
 # The world inside the package: in a checkout a symbolic link to data/recipes.json, in a wheel its bytes.
 PACKAGED_WORLD = Path(__file__).resolve().parent / records.RECIPES_FILE
+# The licence of the records, inside the package too (generated worlds carry it: they follow its design).
+PACKAGED_LICENSE = Path(__file__).resolve().parent / records.LICENSE_FILE
 HUB_REPO_ID = "apurvaga/textcraft-synth"
 # What a command that reads task rows needs from the Hub: the records, not the derived configs.
 HUB_RECORD_PATTERNS = ("data/%s/*.parquet" % records.TASKS_CONFIG, "data/" + records.RECIPES_FILE, "data/" + records.LICENSE_FILE)

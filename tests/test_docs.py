@@ -6,6 +6,7 @@ import re
 
 import yaml
 
+from tcsynth import configs
 from tcsynth.configs import CONFIGS, DEFAULT_CONFIG
 
 
@@ -65,3 +66,8 @@ def test_every_harbor_card_task_name_exists(data):
     card = harbor.card_bytes({split: data.tasks[split] for split in data.tasks}, data.world_name, "org/name").decode()
     named = set(re.findall(r"textcraft-synth-(?:train|val)-[a-z]+-\d{5}", card))
     assert named <= {row["name"] for rows in data.tasks.values() for row in rows}
+
+
+def test_the_readme_configs_block_is_the_one_the_code_writes(repo):
+    # Generated worlds' cards get their `configs:` block from the same function.
+    assert configs.card_configs_yaml() in (repo / "README.md").read_text()

@@ -18,7 +18,7 @@ PACKAGE = REPO / "tcsynth"
 
 # Lowest first.  A module imports only from the layers before its own.
 LAYERS = (
-    ("errors", "game"),  # the standard-library engine knows nothing of the package
+    ("errors", "game", "templating"),  # the standard-library engine knows nothing of the package
     ("records", "prompts", "toolcalls"),  # the row schema and its facts; what an agent is told; call parsing
     ("store", "configs"),  # where records live and how they read; the configs as data
     ("sft", "harbor", "env", "rewards", "agents", "generate"),  # products, which never import each other

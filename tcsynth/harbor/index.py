@@ -24,13 +24,6 @@ def task_path(row: Mapping[str, Any]) -> str:
     return "%s/%s" % (TASKS_DIR, row["name"])
 
 
-def _difficulty_counts(rows: Sequence[Mapping[str, Any]]) -> str:
-    counts = {name: 0 for name in records.DIFFICULTIES}
-    for row in rows:
-        counts[row["difficulty"]] += 1
-    return ", ".join("%s %s" % ("{:,}".format(counts[name]), name) for name in records.DIFFICULTIES)
-
-
 def registry_bytes(tasks: Tasks, world: str) -> bytes:
     """``registry.json``: one Harbor dataset per split, tasks in source order."""
     datasets = []
@@ -39,7 +32,7 @@ def registry_bytes(tasks: Tasks, world: str) -> bytes:
             {
                 "name": "%s-%s" % (world, split),
                 "version": REGISTRY_VERSION,
-                "description": "TextCraft-Synth %s: %s tasks; %s" % (split, "{:,}".format(len(rows)), _difficulty_counts(rows)),
+                "description": "TextCraft-Synth %s: %s tasks; %s" % (split, "{:,}".format(len(rows)), records.difficulty_counts_text(rows)),
                 "tasks": [{"name": row["name"], "path": task_path(row)} for row in rows],
             }
         )
@@ -92,7 +85,7 @@ def index_files(tasks: Tasks, digests: Mapping[str, str], world: str) -> Dict[st
 def card_bytes(tasks: Tasks, world: str, repo_id: str) -> bytes:
     """The export's dataset card (``templates/README.md``)."""
     table = "\n".join(
-        "| %s | %s | %s |" % (split, "{:,}".format(len(rows)), _difficulty_counts(rows)) for split, rows in tasks.items()
+        "| %s | %s | %s |" % (split, "{:,}".format(len(rows)), records.difficulty_counts_text(rows)) for split, rows in tasks.items()
     )
     example = next((rows[0]["name"] for rows in reversed(list(tasks.values())) if rows), "")
     values = {
@@ -103,6 +96,6 @@ def card_bytes(tasks: Tasks, world: str, repo_id: str) -> bytes:
         "version": REGISTRY_VERSION,
         "example_task": example,
         "max_depth": records.MAX_DEPTH,
-        "depth_ranges": ", ".join("%s %d-%d" % (name, *records.DEPTH_RANGES[name]) for name in records.DIFFICULTIES),
+        "depth_ranges": records.depth_ranges_text(),
     }
     return render("README.md", values).encode("utf-8")

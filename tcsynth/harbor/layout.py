@@ -7,13 +7,11 @@ runs.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
 
-from .. import game
+from .. import game, templating
 from ..errors import UserError
 
 GAME_FILE = "textcraft_game.py"  # tcsynth/game.py under the name it has in every task
@@ -69,22 +67,6 @@ class TaskFile:
     shared: bool = False
 
 
-_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
-
-
-@lru_cache(maxsize=None)
-def template(name: str) -> str:
-    """The text of ``templates/<name>``."""
-    return (TEMPLATES / name).read_text(encoding="utf-8")
-
-
 def render(name: str, values: Mapping[str, object]) -> str:
-    """``templates/<name>`` with every ``{{key}}`` replaced by ``values[key]``; a key it lacks is an error."""
-
-    def value(match: "re.Match[str]") -> str:
-        key = match.group(1)
-        if key not in values:
-            raise KeyError("template %s needs {{%s}}" % (name, key))
-        return str(values[key])
-
-    return _PLACEHOLDER.sub(value, template(name))
+    """The Harbor template ``templates/<name>`` rendered with ``values`` (see :mod:`tcsynth.templating`)."""
+    return templating.render(TEMPLATES / name, values)

@@ -82,6 +82,16 @@ def _all() -> Dict[str, ConfigSpec]:
             SFT,
         )
     )
+    specs.append(
+        ConfigSpec(
+            "sft-sequential",
+            "Every task as a conversation with exactly one tool call per assistant turn, for chat templates "
+            "that take one call at a time (Llama 3.x, gpt-oss, ...), replayed to reward 1.0.",
+            records.SPLITS,
+            SFT,
+            parallel=False,
+        )
+    )
     for difficulty in records.DIFFICULTIES:
         specs.append(
             ConfigSpec(

@@ -142,3 +142,40 @@ def test_build_without_records_says_how_to_make_them(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(store.DataError, match="build-data"):
         build.build(tmp_path / "empty", progress=False)
+
+
+def test_the_build_command_rebuilds_a_copy_and_writes_index_files_and_harbor(tmp_path, repo):
+    # The README's quick start, on a copy of data/ (index files and the Harbor tree go where it is told).
+    copy = tmp_path / "data"
+    shutil.copytree(repo / "data", copy)
+    shutil.rmtree(copy / "hard")
+    index_dir = tmp_path / "index"
+    index_dir.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "textcraft_synth", "build", "--data-dir", str(copy), "--index-dir", str(index_dir), "--harbor", str(tmp_path / "harbor"), "-q"],
+        cwd=repo, capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert _tree(copy) == _tree(repo / "data")
+    for name in ("registry.json", "task-index.json", "splits.json"):
+        assert (index_dir / name).read_bytes() == (repo / name).read_bytes() == (tmp_path / "harbor" / name).read_bytes()
+    assert len(list((tmp_path / "harbor" / "tasks").iterdir())) == 3154
+
+
+@pytest.mark.parametrize("problem", ["missing index dir", "foreign harbor dir"])
+def test_the_build_command_checks_every_argument_before_writing(tmp_path, repo, problem):
+    copy = tmp_path / "data"
+    shutil.copytree(repo / "data", copy)
+    shutil.rmtree(copy / "easy")
+    args = ["--data-dir", str(copy)]
+    if problem == "missing index dir":
+        args += ["--index-dir", str(tmp_path / "missing")]
+    else:
+        (tmp_path / "harbor").mkdir()
+        (tmp_path / "harbor" / "mine.txt").write_text("keep")
+        args += ["--index-dir", str(tmp_path), "--harbor", str(tmp_path / "harbor")]
+    result = subprocess.run([sys.executable, "-m", "textcraft_synth", "build", *args, "-q"], cwd=repo, capture_output=True, text=True)
+    assert result.returncode == 1 and result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+    assert not (copy / "easy").exists(), "data/ was rewritten before the bad argument was noticed"
+    if problem == "foreign harbor dir":
+        assert (tmp_path / "harbor" / "mine.txt").read_text() == "keep"

@@ -388,3 +388,27 @@ def test_verify_export_passes_a_full_export_and_the_command_exits_zero(tmp_path,
     harbor.export_harbor(out, data, splits=["train"], limit=30)
     result = subprocess.run([sys.executable, "-m", "textcraft_synth", "verify-export", str(out)], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0 and result.stdout.strip().endswith("30 tasks checked, 0 problem(s)")
+
+
+def test_index_only_writes_just_the_three_files(tmp_path, data):
+    result = subprocess.run([sys.executable, "-m", "textcraft_synth", "export-harbor", str(tmp_path), "--index-only", "--splits", "val", "--limit", "5"],
+                            capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["registry.json", "splits.json", "task-index.json"]
+    assert json.loads((tmp_path / "task-index.json").read_text()) == {
+        name: entry for name, entry in json.loads((REPO / "task-index.json").read_text()).items()
+        if name in {row["name"] for row in data.tasks["val"][:5]}
+    }
+    missing = subprocess.run([sys.executable, "-m", "textcraft_synth", "export-harbor", str(tmp_path / "nope"), "--index-only"],
+                             capture_output=True, text=True, cwd=REPO)
+    assert missing.returncode == 1 and "is not a directory" in missing.stderr and not (tmp_path / "nope").exists()
+
+
+def test_a_gold_checker_that_dies_stops_the_export(tmp_path, data, monkeypatch):
+    # The forked checker's other failure: the process ends without an answer.
+    from tcsynth.harbor import gold
+
+    monkeypatch.setattr(gold, "_worker", lambda world, rows, connection: os._exit(7))
+    with pytest.raises(harbor.ExportError, match=r"died \(exit code 7\)"):
+        harbor.export_harbor(tmp_path / "out", data, splits=["val"])
+    assert list(tmp_path.iterdir()) == []

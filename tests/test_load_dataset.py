@@ -89,3 +89,42 @@ def test_builder_difficulty_option_filters_rows(tmp_path, data):
 def test_builder_rejects_unknown_difficulties():
     with pytest.raises(ValueError, match="unknown difficulties"):
         TextCraftSynth(config_name="tasks", difficulties=("impossible",))
+
+
+@pytest.fixture(scope="module")
+def small_world(tmp_path_factory):
+    """A generated world's data/ directory: records the builder has not seen."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("world") / "w"
+    subprocess.run([sys.executable, "-m", "textcraft_synth", "generate-world", "--seed", "3", "--out", str(out), "-q",
+                    "--train", "12", "--val", "8"], check=True, capture_output=True)
+    return out / "data"
+
+
+def test_builder_reads_records_dir(tmp_path, small_world):
+    builder = TextCraftSynth(config_name="tasks", records_dir=str(small_world), cache_dir=str(tmp_path))
+    builder.download_and_prepare()
+    val = builder.as_dataset(split="val")
+    assert len(val) == 8 and val[0]["name"].startswith("textcraft-synth-s3-val-")
+    assert val.to_list() == store.load_records(small_world).tasks["val"]
+
+
+def test_builder_verify_replays_gold_and_can_be_turned_off(tmp_path, small_world):
+    import shutil
+
+    # A records directory whose first val task lost its last gold craft: verify refuses it, verify=False not.
+    broken = tmp_path / "broken"
+    shutil.copytree(small_world, broken)
+    data = store.load_records(broken)
+    data.tasks["val"][0]["gold_trajectory"].pop()
+    path = store.parquet_path(broken, records.TASKS_CONFIG, "val")
+    path.write_bytes(store.parquet_bytes(data.tasks["val"], features(TASKS)))
+    strict = TextCraftSynth(config_name="tasks", records_dir=str(broken), cache_dir=str(tmp_path / "a"))
+    with pytest.raises(Exception) as caught:  # datasets wraps it in DatasetGenerationError
+        strict.download_and_prepare()
+    assert "%s: the gold trajectory fails" % data.tasks["val"][0]["name"] in str(caught.value.__cause__ or caught.value)
+    lenient = TextCraftSynth(config_name="tasks", records_dir=str(broken), verify=False, cache_dir=str(tmp_path / "b"))
+    lenient.download_and_prepare()
+    assert len(lenient.as_dataset(split="val")) == 8

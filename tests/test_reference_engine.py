@@ -1,11 +1,15 @@
 """Opt-in: our engine prints what the reference engine prints, for gold and for fuzzed calls.
 
 Runs only when TEXTCRAFT_REFERENCE points at the unpacked platoon-textcraft 0.3.0 wheel (the reference is a
-black box here: we call it and compare what it returns).
+black box here: we call it and compare what it returns).  The always-on check is ``test_engine_fixture.py``;
+here, besides a live comparison with calls of its own, the reference answers the fixture's calls again, so
+a fixture that no longer matches its recording script (or the reference) is caught.
 """
 
 from __future__ import annotations
 
+import asyncio
+import gzip
 import importlib.util
 import json
 import os
@@ -17,6 +21,7 @@ import pytest
 from tcsynth import game, records
 
 REFERENCE = os.environ.get("TEXTCRAFT_REFERENCE")
+REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not REFERENCE, reason="set TEXTCRAFT_REFERENCE to the unpacked platoon-textcraft wheel")
 
 
@@ -76,3 +81,26 @@ def test_same_observations_as_the_reference(reference, data, world):
             assert ours.call("finish", {"message": "done"}) == theirs.call("finish", {"message": "done"})
             assert (1.0 if ours.succeeded() else 0.0) == theirs.evaluate("done")[0]
     assert compared > 40000
+
+
+def _load_script(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / (name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_fixture_is_what_the_reference_answers():
+    script = _load_script("record_engine_fixture")
+    with gzip.open(script.DEFAULT_OUT, "rt", encoding="ascii") as handle:
+        header, *committed = [json.loads(line) for line in handle]
+    root = Path(REFERENCE)
+    sources, rows, recipes_bytes = script.load_inputs(root)
+    document = json.loads(recipes_bytes)
+    # The Harbor mirror runs on any Python; the recording also asked the environment, which needs 3.12+.
+    engines = [script.HarborMirror(root, document)]
+    episodes, _, _ = asyncio.run(script.record(engines, sources, rows, script.Recipes(document), header["seed"], lambda line: None))
+    assert len(episodes) == len(committed)
+    for fresh, stored in zip(episodes, committed):
+        # Compared as JSON text: 1 == True and 1 == 1.0 in Python, not in the fixture.
+        assert json.dumps(fresh) == json.dumps(stored), "episode %s differs from the committed fixture: re-record it" % stored["task"]

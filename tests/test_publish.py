@@ -344,7 +344,8 @@ def test_datasets_serves_the_card_configs_not_the_harbor_builder(hub_stage, hf_c
     assert {split: len(rows) for split, rows in tasks.items()} == {"train": 2522, "val": 632}
     assert tasks["train"].info.builder_name == "parquet"
     assert tasks["train"].features == TASK_FEATURES
-    assert tasks["val"][0]["name"] == "textcraft-synth-val-medium-00000"
+    splits = json.loads((hub_stage.root / "splits.json").read_text())
+    assert tasks["val"]["name"] == splits["val"] and tasks["train"]["name"] == splits["train"]
     sft = datasets.load_dataset(str(hub_stage.root), "sft", cache_dir=str(hf_cache))
     assert {split: len(rows) for split, rows in sft.items()} == {"train": 2522, "val": 632}
     assert sft["train"].info.builder_name == "parquet"
@@ -353,9 +354,8 @@ def test_datasets_serves_the_card_configs_not_the_harbor_builder(hub_stage, hf_c
     bare = tmp_path / "bare"
     for name in sorted(os.listdir(hub_stage.root / "tasks"))[:2]:
         shutil.copytree(hub_stage.root / "tasks" / name, bare / "tasks" / name)
-    harbor_rows = datasets.load_dataset(str(bare), split="train", cache_dir=str(hf_cache))
-    assert harbor_rows.info.builder_name == "harbor"
-    assert len(harbor_rows) == 2
+    taken = datasets.load_dataset(str(bare), cache_dir=str(hf_cache))
+    assert [(split, rows.info.builder_name, len(rows)) for split, rows in taken.items()] == [("test", "harbor", 2)]
 
 
 def commit_tree(root: Path, files: Tuple[str, ...], git_dir: Path) -> str:

@@ -243,8 +243,17 @@ def stage(
     Raises :class:`PublishError` (one line) for a bad ``stage_dir``, a missing file, a link to a
     directory, or root index files that a fresh export would write differently.
     """
-    stage_dir = Path(stage_dir)
-    repo_root = Path(repo_root)
+    try:
+        return _stage(Path(stage_dir), Path(repo_root), data_dir, progress, force)
+    except PublishError:
+        raise
+    except OSError as error:  # an unwritable or full disk, an output path below a file
+        raise PublishError("cannot stage %s: %s" % (stage_dir, error))
+    except ValueError as error:  # the records do not read, or a gold solution fails in the export
+        raise PublishError(str(error))
+
+
+def _stage(stage_dir: Path, repo_root: Path, data_dir: Optional[Path], progress: bool, force: bool) -> StagedTree:
     data_dir = Path(data_dir) if data_dir is not None else repo_root / DATA_DIR
     _check_stage_dir(stage_dir, repo_root, data_dir, force)
     sources = hub_sources(repo_root, data_dir)

@@ -185,6 +185,16 @@ def test_a_checkout_without_a_required_file_is_refused(checkout, tmp_path, missi
         publish.stage(tmp_path / "hub", repo_root=checkout)
 
 
+def test_os_and_record_errors_become_one_line(checkout, tmp_path):
+    (tmp_path / "a-file").write_text("not a directory\n")
+    with pytest.raises(publish.PublishError, match="cannot stage .*a-file/hub"):
+        publish.stage(tmp_path / "a-file" / "hub", repo_root=checkout)
+    (checkout / "data" / "tasks" / "val.parquet").write_bytes(b"not parquet")
+    with pytest.raises(publish.PublishError, match="val.parquet does not read as Parquet"):
+        publish.stage(tmp_path / "hub", repo_root=checkout)
+    assert not (tmp_path / "hub").exists()
+
+
 def test_a_foreign_directory_is_kept_unless_forced(checkout, tmp_path):
     target = tmp_path / "hub"
     target.mkdir()

@@ -59,6 +59,8 @@ SCRIPT_MODE = 0o755
 DIR_MODE = 0o755
 SKIPPED_SUFFIXES = (".pyc", ".pyo", ".egg-info")
 REPO_TYPE = "dataset"
+# The Hub makes this file with the repository (its LFS patterns); a stage never holds it.
+KEPT_ON_HUB = (".gitattributes",)
 COMMIT_MESSAGE = "Publish TextCraft-Synth: the Parquet configs, the package and every Harbor task"
 
 
@@ -320,6 +322,15 @@ def commit_operations(staged: StagedTree) -> List[Any]:
     return [CommitOperationAdd(path_in_repo=relative, path_or_fileobj=str(staged.root / relative)) for relative in staged.files]
 
 
+def deletions(staged: StagedTree, remote_files: Sequence[str]) -> List[Any]:
+    """``CommitOperationDelete`` for each file of ``remote_files`` that is not staged (bar ``.gitattributes``)."""
+    from huggingface_hub import CommitOperationDelete
+
+    staged_files = set(staged.files)
+    kept = set(KEPT_ON_HUB)
+    return [CommitOperationDelete(path_in_repo=name) for name in sorted(remote_files) if name not in staged_files and name not in kept]
+
+
 def upload(
     staged: StagedTree,
     repo_id: str,
@@ -328,6 +339,7 @@ def upload(
     token: Optional[str] = None,
     api: Any = None,
     commit_message: str = COMMIT_MESSAGE,
+    delete_missing: bool = False,
 ) -> Any:
     """Upload ``staged`` to the dataset repository ``repo_id`` as one commit; returns the ``CommitInfo``.
 
@@ -340,8 +352,10 @@ def upload(
             (``HF_TOKEN``, then the token saved by ``hf auth login``).
         api (optional): an ``HfApi`` (tests pass a stand-in); default ``HfApi(token=token)``.
         commit_message (`str`): the commit's summary line.
+        delete_missing (`bool`, defaults to `False`): also delete, in the same commit, every file the
+            repository holds at ``revision`` that the stage does not (``.gitattributes`` is kept).
 
-    Files the repository holds that the stage does not are left alone (the commit only adds).
+    Without ``delete_missing`` files the repository holds that the stage does not are left alone.
     Errors from the Hub (no such repository, no token, no permission) raise :class:`PublishError`.
     """
     check_repo_id(repo_id)
@@ -351,6 +365,8 @@ def upload(
         api = HfApi(token=token)
     operations = commit_operations(staged)
     try:
+        if delete_missing:
+            operations += deletions(staged, api.list_repo_files(repo_id, revision=revision, repo_type=REPO_TYPE, token=token))
         return api.create_commit(
             repo_id=repo_id,
             operations=operations,
@@ -401,6 +417,7 @@ def publish(
     repo_root: Path = store.REPO_ROOT,
     data_dir: Optional[Path] = None,
     force: bool = False,
+    delete_missing: bool = False,
     progress: bool = False,
     log: Callable[[str], None] = lambda line: None,
 ) -> Tuple[StagedTree, Any]:
@@ -416,6 +433,8 @@ def publish(
         log("staged %s" % staged.summary())
         if dry_run:
             return staged, None
-        result = upload(staged, repo_id, revision=revision, create_pr=create_pr, token=token, api=api)
+        result = upload(
+            staged, repo_id, revision=revision, create_pr=create_pr, token=token, api=api, delete_missing=delete_missing
+        )
         log("committed to %s: %s" % (repo_id, getattr(result, "commit_url", result)))
         return staged, result

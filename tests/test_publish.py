@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Tuple
 import datasets
 import pyarrow.parquet as pq
 import pytest
-from huggingface_hub import CommitOperationAdd
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 from huggingface_hub.errors import RepositoryNotFoundError
 
 import harbor_venv
@@ -239,9 +239,15 @@ def test_read_stage_refuses_a_directory_without_the_marker(tmp_path):
 class RecordingApi:
     """Stands in for ``HfApi``: records each ``create_commit`` call, or raises ``error`` when given one."""
 
-    def __init__(self, error: Exception = None):
+    def __init__(self, error: Exception = None, remote_files: Tuple[str, ...] = ()):
         self.calls: List[Dict[str, Any]] = []
+        self.listed: List[Dict[str, Any]] = []
         self.error = error
+        self.remote_files = remote_files
+
+    def list_repo_files(self, repo_id: str, **kwargs: Any) -> List[str]:
+        self.listed.append(dict(kwargs, repo_id=repo_id))
+        return list(self.remote_files)
 
     def create_commit(self, **kwargs: Any) -> Any:
         self.calls.append(kwargs)
@@ -276,6 +282,22 @@ def test_upload_defaults_to_main_without_a_pull_request(checkout, tmp_path):
     api = RecordingApi()
     publish.upload(staged, "org/textcraft-synth", api=api)
     assert [(c["revision"], c["create_pr"], c["token"], c["repo_type"]) for c in api.calls] == [(None, False, None, "dataset")]
+
+
+def test_delete_missing_removes_what_the_stage_no_longer_holds_in_the_same_commit(checkout, tmp_path):
+    staged = publish.stage(tmp_path / "hub", repo_root=checkout)
+    remote = (".gitattributes", "README.md", "tasks/textcraft-synth-train-easy-99999/task.toml", "old-notes.md")
+    api = RecordingApi(remote_files=remote)
+    publish.upload(staged, "org/textcraft-synth", revision="dev", token="hf_test", api=api, delete_missing=True)
+    assert api.listed == [{"repo_id": "org/textcraft-synth", "revision": "dev", "repo_type": "dataset", "token": "hf_test"}]
+    assert len(api.calls) == 1
+    operations = api.calls[0]["operations"]
+    deleted = [op.path_in_repo for op in operations if isinstance(op, CommitOperationDelete)]
+    assert deleted == ["old-notes.md", "tasks/textcraft-synth-train-easy-99999/task.toml"]
+    assert [op.path_in_repo for op in operations if isinstance(op, CommitOperationAdd)] == list(staged.files)
+    api = RecordingApi(remote_files=remote)
+    publish.upload(staged, "org/textcraft-synth", api=api)  # by default the Hub's other files stay
+    assert api.listed == [] and not any(isinstance(op, CommitOperationDelete) for op in api.calls[0]["operations"])
 
 
 def test_dry_run_stages_and_uploads_nothing(checkout, tmp_path):

@@ -376,8 +376,19 @@ def upload(
             create_pr=create_pr,
             token=token,
         )
-    except Exception as error:  # the Hub client's errors: HTTP, auth, validation, network
+    except _hub_errors() as error:
         raise PublishError(_hub_error_line(repo_id, error)) from error
+
+
+def _hub_errors() -> Tuple[type, ...]:
+    """What the Hub client raises for a refusal, a missing token or repository, or a broken connection.
+
+    ``HfHubHTTPError`` and a missing token are ``OSError``s; bad arguments are ``ValueError``s; the HTTP
+    library's transport errors share the base class ``huggingface_hub.errors`` imports as ``HTTPError``.
+    """
+    from huggingface_hub import errors
+
+    return (OSError, ValueError, getattr(errors, "HTTPError", OSError))
 
 
 def _hub_error_line(repo_id: str, error: BaseException) -> str:

@@ -332,6 +332,11 @@ def test_hub_errors_become_one_line(checkout, tmp_path):
     assert "hf repos create org/textcraft-synth --repo-type dataset" in str(raised.value)
     with pytest.raises(publish.PublishError, match="upload to org/textcraft-synth failed \\(ConnectionError\\): no route"):
         publish.upload(staged, "org/textcraft-synth", api=RecordingApi(ConnectionError("no route\nto host")))
+    with pytest.raises(TypeError):  # a bug is not dressed up as a Hub refusal
+        publish.upload(staged, "org/textcraft-synth", api=RecordingApi(TypeError("a bug")))
+    httpx2 = pytest.importorskip("httpx2", reason="the HTTP library of huggingface_hub 2.x")
+    with pytest.raises(publish.PublishError, match="\\(ConnectError\\): connection reset"):
+        publish.upload(staged, "org/textcraft-synth", api=RecordingApi(httpx2.ConnectError("connection reset")))
 
 
 # ---------------------------------------------------------------------------- the full tree, end to end

@@ -1,27 +1,20 @@
 """Validation with Harbor's own code (the PyPI package ``harbor`` 0.25.0, which needs Python >= 3.12).
 
-A Python 3.12 virtualenv with ``harbor==0.25.0`` is made once per session (kept in
-``$TEXTCRAFT_HARBOR_VENV`` when set, else in a temporary directory).  If it cannot be made the tests
-fail: this validation must run in CI.  Harbor runs with ``HOME`` in a temporary directory and
-``HARBOR_TELEMETRY=0``.
+The virtualenv comes from ``tests/harbor_venv.py`` (made once per session, shared with test_publish.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
-from typing import Dict, List
+from typing import List
 
 import pytest
 
+import harbor_venv as harbor_venv_module
+from harbor_venv import harbor_env
 from tcsynth import harbor, records
-
-HARBOR_REQUIREMENT = "harbor==0.25.0"
-PYTHON_VERSION = "3.12.1"
-VENV_VARIABLE = "TEXTCRAFT_HARBOR_VENV"
 
 CHECK_ALL = r"""
 import json, sys
@@ -48,48 +41,14 @@ print(json.dumps(report))
 """
 
 
-def find_python312() -> List[str]:
-    """A command that runs Python 3.12: pyenv's build, or python3.12 selected by PYENV_VERSION."""
-    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    for candidate in (pyenv_root / "versions" / PYTHON_VERSION / "bin" / "python", Path("/root/.pyenv/versions") / PYTHON_VERSION / "bin" / "python"):
-        if candidate.exists():
-            return [str(candidate)]
-    found = shutil.which("python3.12")
-    if found:
-        return [found]
-    pytest.fail("no Python 3.12 found for harbor (install pyenv's %s or put python3.12 on PATH)" % PYTHON_VERSION)
-
-
-def harbor_env(home: Path) -> Dict[str, str]:
-    env = dict(os.environ, HOME=str(home), HARBOR_TELEMETRY="0", PYENV_VERSION=PYTHON_VERSION)
-    env.pop("PYTHONPATH", None)
-    env.pop("VIRTUAL_ENV", None)
-    return env
-
-
 @pytest.fixture(scope="session")
 def harbor_home(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("harbor-home")
+    return harbor_venv_module.home(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
-def harbor_venv(tmp_path_factory, harbor_home) -> Path:
-    """A virtualenv with harbor 0.25.0: reused when the cached one already has it, else made and filled."""
-    venv = Path(os.environ.get(VENV_VARIABLE) or tmp_path_factory.mktemp("harbor-venv") / "venv")
-    python = venv / "bin" / "python"
-    env = harbor_env(harbor_home)
-    check = [str(python), "-c", "import importlib.metadata as m; print(m.version('harbor'))"]
-    if python.exists() and subprocess.run(check, env=env, capture_output=True, text=True).stdout.strip() == "0.25.0":
-        return venv
-    steps = [
-        find_python312() + ["-m", "venv", "--clear", str(venv)],
-        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", HARBOR_REQUIREMENT],
-    ]
-    for step in steps:
-        result = subprocess.run(step, env=env, capture_output=True, text=True, timeout=1500)
-        if result.returncode != 0:
-            pytest.fail("cannot install %s: %s\n%s" % (HARBOR_REQUIREMENT, " ".join(step), result.stderr[-3000:]))
-    return venv
+def harbor_venv(tmp_path_factory) -> Path:
+    return harbor_venv_module.venv(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -191,6 +191,26 @@ def cmd_generate_world(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_publish(args: argparse.Namespace) -> int:
+    from . import publish
+
+    staged, commit = publish.publish(
+        args.repo_id,
+        stage_dir=Path(args.stage) if args.stage else None,
+        dry_run=args.dry_run,
+        revision=args.revision,
+        create_pr=args.create_pr,
+        data_dir=Path(args.data_dir) if args.data_dir else None,
+        force=args.force,
+        delete_missing=args.delete_missing,
+        progress=not args.quiet,
+    )
+    print("staged %s" % staged.summary())
+    if commit is not None:
+        print("uploaded to %s: %s" % (args.repo_id, getattr(commit, "commit_url", None) or getattr(commit, "pr_url", None) or commit))
+    return 0
+
+
 # --------------------------------------------------------------------------------------------- evaluation
 
 
@@ -375,6 +395,18 @@ def parser() -> argparse.ArgumentParser:
     sub = commands.add_parser("verify-export", help="check a Harbor export against its task-index.json (every content hash) and registry.json")
     sub.add_argument("dir", help="the export's root directory")
     sub.set_defaults(run=cmd_verify_export)
+
+    sub = commands.add_parser("publish", help="stage the complete Hub repository (with a fresh tasks/ export) and upload it as one commit")
+    sub.add_argument("repo_id", help="the Hub dataset repository, e.g. apurvaga/textcraft-synth (it must exist)")
+    sub.add_argument("--stage", metavar="DIR", help="where to stage the tree (default: a temporary directory, removed after the upload)")
+    sub.add_argument("--dry-run", action="store_true", help="stage only (needs --stage); upload nothing")
+    sub.add_argument("--revision", help="the branch to commit to (default: main)")
+    sub.add_argument("--create-pr", action="store_true", help="open a pull request instead of committing to the branch")
+    sub.add_argument("--delete-missing", action="store_true", help="also delete files on the Hub that the new tree no longer has")
+    sub.add_argument("--force", action="store_true", help="replace a --stage directory that is not an earlier stage")
+    data_dir_option(sub, fixed=True)
+    quiet_option(sub)
+    sub.set_defaults(run=cmd_publish)
 
     sub = commands.add_parser("generate-world", help="generate a new world and task set with textcraft-synth@1's shape, as a complete dataset directory")
     sub.add_argument("--seed", type=int, required=True, help="the world's seed: the same seed gives the same bytes")

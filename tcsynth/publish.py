@@ -42,21 +42,18 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import game, store
+from .errors import UserError
+from .harbor.layout import DIR_MODE, FILE_MODE, ROOT_INDEX_FILES, SCRIPT_MODE, TASKS_DIR
 
 MARKER = ".tcsynth-stage"
 MARKER_FORMAT = "textcraft-synth-stage/1"
 # Root files the Hub repository must have; staging fails without any of them.
 ROOT_FILES = ("README.md", "LICENSE", "pyproject.toml", "textcraft_synth.py")
-ROOT_INDEX_FILES = ("registry.json", "task-index.json", "splits.json")
 PACKAGE_DIR = "tcsynth"
-DATA_DIR = "data"
+DATA_DIR = store.DEFAULT_DATA_DIR.name
 # Directories published when the checkout has them: tests (the README's test command works in a clone
 # of the Hub repository too), maintainer scripts, benchmarks, the figures and the evaluation results.
 OPTIONAL_DIRS = ("tests", "scripts", "benchmarks", "docs", "results")
-TASKS_DIR = "tasks"
-FILE_MODE = 0o644
-SCRIPT_MODE = 0o755
-DIR_MODE = 0o755
 SKIPPED_SUFFIXES = (".pyc", ".pyo", ".egg-info")
 REPO_TYPE = "dataset"
 # The Hub makes this file with the repository (its LFS patterns); a stage never holds it.
@@ -64,7 +61,7 @@ KEPT_ON_HUB = (".gitattributes",)
 COMMIT_MESSAGE = "Publish TextCraft-Synth: the Parquet configs, the package and every Harbor task"
 
 
-class PublishError(ValueError):
+class PublishError(UserError):
     """The tree cannot be staged or uploaded: a bad option, stale index files, or a refusal from the Hub."""
 
 
@@ -261,7 +258,7 @@ def _stage(stage_dir: Path, repo_root: Path, data_dir: Optional[Path], progress:
     sources = hub_sources(repo_root, data_dir)
     data = store.load_records(data_dir)
     stage_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".%s-staging-" % stage_dir.name, dir=stage_dir.parent))
+    staging = store.staging_directory(stage_dir)
     try:
         os.chmod(staging, DIR_MODE)
         scratch = staging / ".export"
@@ -279,28 +276,11 @@ def _stage(stage_dir: Path, repo_root: Path, data_dir: Optional[Path], progress:
         marker = {"format": MARKER_FORMAT, "files": len(files), "bytes": total, "tasks": task_count}
         (staging / MARKER).write_text(json.dumps(marker, sort_keys=True) + "\n")
         os.chmod(staging / MARKER, FILE_MODE)
-        _replace(staging, stage_dir)
+        store.swap_directory(staging, stage_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return StagedTree(stage_dir, tuple(files), total, task_count)
-
-
-def _replace(staging: Path, target: Path) -> None:
-    """Rename ``staging`` to ``target``; an existing ``target`` is moved aside first and removed after."""
-    aside = None
-    if target.exists():
-        aside = Path(tempfile.mkdtemp(prefix=".%s-old-" % target.name, dir=target.parent))
-        os.rename(target, aside / "old")
-    try:
-        os.rename(staging, target)
-    except BaseException:
-        if aside is not None:
-            os.rename(aside / "old", target)
-        raise
-    finally:
-        if aside is not None:
-            shutil.rmtree(aside, ignore_errors=True)
 
 
 def read_stage(stage_dir: Path) -> StagedTree:

@@ -101,3 +101,27 @@ def test_harbor_models_and_content_hash_accept_every_task(harbor_venv, harbor_ho
         assert checked["files"] == 12
         assert checked["agent_timeout_sec"] == index[name]["agent_timeout_sec"]
         assert checked["verifier_mode"] == "separate"
+
+
+def test_a_generated_worlds_export_passes_harbor_lint_and_hash(harbor_venv, harbor_home, tmp_path):
+    # A generated world's tasks have their own names (textcraft-synth-s5-...) and pass Harbor's checks too.
+    import sys
+
+    world = tmp_path / "world"
+    subprocess.run([sys.executable, "-m", "textcraft_synth", "generate-world", "--seed", "5", "--out", str(world), "-q",
+                    "--counts", "train=2,2,2,2", "--counts", "val=1,1,1,1"], check=True, capture_output=True)
+    out = tmp_path / "export"
+    subprocess.run([sys.executable, "-m", "textcraft_synth", "export-harbor", str(out), "-q", "--data-dir", str(world / "data")],
+                   check=True, capture_output=True)
+    task_dirs = sorted(str(path) for path in (out / "tasks").iterdir())
+    assert len(task_dirs) == 12 and all(Path(path).name.startswith("textcraft-synth-s5-") for path in task_dirs)
+    lint = subprocess.run([str(harbor_venv / "bin" / "harbor"), "lint", "--json", *task_dirs], env=harbor_env(harbor_home),
+                          capture_output=True, text=True, timeout=600)
+    assert lint.returncode == 0 and json.loads(lint.stdout) == [], lint.stdout + lint.stderr
+    check = subprocess.run([str(harbor_venv / "bin" / "python"), "-c", CHECK_ALL, str(out)], env=harbor_env(harbor_home),
+                           capture_output=True, text=True, timeout=600)
+    assert check.returncode == 0, check.stderr[-3000:]
+    report = json.loads(check.stdout)
+    assert sorted(report["datasets"]) == ["textcraft-synth-s5-train", "textcraft-synth-s5-val"]
+    index = json.loads((out / "task-index.json").read_text())
+    assert {name: entry["hash"] for name, entry in report["tasks"].items()} == {name: entry["digest"] for name, entry in index.items()}

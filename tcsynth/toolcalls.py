@@ -329,8 +329,9 @@ def inline_tool_calls(messages: Sequence[Mapping[str, Any]], style: str = "herme
 
     ``style="hermes"``: calls as ``<tool_call>`` JSON blocks, results as a ``user`` turn of
     ``<tool_response>`` blocks.  ``style="llama3"``: the call as Llama 3.1's ``{"name", "parameters"}``
-    JSON (one call a turn, as Llama 3.1 writes it), each result as an ``ipython`` turn.  Every call stays a
-    call :func:`builtin_tool_calls` reads back.
+    JSON, each result as an ``ipython`` turn; like Llama 3.1's own template it takes one call a turn
+    (``ValueError`` otherwise: use ``sft-sequential``).  Every call stays a call :func:`builtin_tool_calls`
+    reads back.
 
     >>> dataset = dataset.map(lambda row: {"messages": inline_tool_calls(row["messages"])})
     """
@@ -345,9 +346,11 @@ def inline_tool_calls(messages: Sequence[Mapping[str, Any]], style: str = "herme
                 text = (message.get("content") or "").strip()
                 blocks = ["<tool_call>\n%s\n</tool_call>" % json.dumps({"name": c["name"], "arguments": c["arguments"]}) for c in calls]
                 fixed.append({"role": "assistant", "content": "\n".join(([text] if text else []) + blocks)})
+            elif len(calls) > 1:
+                raise ValueError("Llama 3 makes one tool call a turn, this turn makes %d: use the sft-sequential config" % len(calls))
             else:
                 # Llama 3.1 writes a call as the whole turn, with no text beside it.
-                fixed.extend({"role": "assistant", "content": json.dumps({"name": c["name"], "parameters": c["arguments"]})} for c in calls)
+                fixed.append({"role": "assistant", "content": json.dumps({"name": calls[0]["name"], "parameters": calls[0]["arguments"]})})
         elif role == "tool":
             if style == "llama3":
                 fixed.append({"role": "ipython", "content": message["content"]})

@@ -186,10 +186,15 @@ def measure_row(variant: Variant, row: Mapping[str, Any], cell: Cell) -> None:
     messages = marked(row["messages"])
     calls = [call_mark(n) for n in range(1, row["num_tool_calls"] + 1)]
     results = [result_mark(n) for n in range(1, row["num_tool_calls"] + 1)]
-    messages = variant.prep_fn(messages)
     cell.rows += 1
     cell.calls += len(calls)
     cell.results += len(results)
+    try:
+        messages = variant.prep_fn(messages)  # a fix may refuse the data too (one call a turn only)
+    except ValueError as error:
+        cell.error = cell.error or first_line(error)
+        cell.trained_ok = None if variant.training is None else (cell.trained_ok or 0)
+        return
     try:
         text, _ = render(messages, row["tools"], variant.template)
     except Exception as error:  # noqa: BLE001 - a template that refuses the data is what is measured

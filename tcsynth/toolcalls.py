@@ -101,6 +101,17 @@ def _json_call(text: str) -> Any:
     return call
 
 
+def _named_call(name: str, arguments: str) -> Dict[str, Any]:
+    """A call whose arguments were written as JSON text: parsed when it is JSON, else left as text (which
+    :func:`tcsynth.game.parse_tool_call` then reports)."""
+    arguments = arguments.strip()
+    try:
+        parsed: Any = json.loads(arguments) if arguments else {}
+    except ValueError:
+        parsed = arguments
+    return {"name": name.strip(), "arguments": parsed}
+
+
 def _tool_call_block(body: str, strings: Mapping[str, set]) -> Any:
     """The call inside ``<tool_call>...</tool_call>``: Hermes JSON, Qwen/Nemotron XML or GLM-4 key/values."""
     if body.startswith("{"):
@@ -137,10 +148,9 @@ def _found_blocks(text: str, strings: Mapping[str, set]) -> List[Found]:
     for match in _HERMES_BLOCK.finditer(text):
         found.append((match.start(), match.end(), _tool_call_block(match.group(1), strings)))
     for match in _HARMONY.finditer(text):
-        name, arguments = match.group(1), match.group(3).strip()
-        found.append((match.start(), match.end(), {"name": name, "arguments": arguments or {}}))
+        found.append((match.start(), match.end(), _named_call(match.group(1), match.group(3))))
     for match in _DEEPSEEK.finditer(text):
-        found.append((match.start(), match.end(), {"name": match.group(2).strip(), "arguments": match.group(3)}))
+        found.append((match.start(), match.end(), _named_call(match.group(2), match.group(3))))
     for match in _GEMMA.finditer(text):
         arguments = _gemma_arguments(match.group(2))
         call = {"name": match.group(1), "arguments": arguments} if isinstance(arguments, dict) else match.group(0)

@@ -278,9 +278,11 @@ def markdown(cells: Mapping[Tuple[int, str], Cell]) -> str:
             if variant.training is None:
                 training, right = "none", "-"
             else:
-                training, right = "`%s.jinja`" % variant.training, ("yes" if cell.trained_ok == cell.rows else "**%d of %d**" % (cell.trained_ok, cell.rows))
+                training = "`%s.jinja`" % variant.training
+                right = "yes" if cell.trained_ok == cell.rows else "**%d of %d**" % (cell.trained_ok, cell.rows)
             prep = "as is" if variant.prep == "as is" else "`%s`" % variant.prep
-            lines.append("| %s | `%s.jinja` | %s | %s | %s | %s | %s | %s | %s |" % (variant.family, variant.template, prep, config, renders, kept[0], kept[1], training, right))
+            columns = [variant.family, "`%s.jinja`" % variant.template, prep, config, renders, kept[0], kept[1], training, right]
+            lines.append("| " + " | ".join(columns) + " |")
     lines += ["", "The fixes, one `dataset.map` each (functions in `tcsynth.toolcalls`):", ""]
     for prep, line in MAP_LINES.items():
         lines.append("- `%s`: `%s`" % (prep, line))

@@ -64,7 +64,12 @@ def tiny_tokenizer(texts: Sequence[str], vocab_size: int = 512):
     core.decoder = decoders.ByteLevel()
     core.train_from_iterator(
         texts,
-        trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False),
+        trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=SPECIAL_TOKENS,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
     )
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>")
     tokenizer.chat_template = qwen2_5_chat_template

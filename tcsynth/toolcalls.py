@@ -68,7 +68,9 @@ def _string_parameters(tools: Iterable[Mapping[str, Any]]) -> Dict[str, set]:
     for tool in tools:
         function = tool.get("function", tool) if isinstance(tool, Mapping) else {}
         properties = (function.get("parameters") or {}).get("properties") or {}
-        strings[function.get("name")] = {key for key, schema in properties.items() if isinstance(schema, Mapping) and schema.get("type") == "string"}
+        strings[function.get("name")] = {
+            key for key, schema in properties.items() if isinstance(schema, Mapping) and schema.get("type") == "string"
+        }
     return strings
 
 
@@ -367,7 +369,8 @@ def inline_tool_calls(messages: Sequence[Mapping[str, Any]], style: str = "herme
             elif fixed and fixed[-1]["role"] == "user" and fixed[-1].get("tool_results"):
                 fixed[-1]["content"] += "\n<tool_response>\n%s\n</tool_response>" % message["content"]
             else:
-                fixed.append({"role": "user", "content": "<tool_response>\n%s\n</tool_response>" % message["content"], "tool_results": True})
+                text = "<tool_response>\n%s\n</tool_response>" % message["content"]
+                fixed.append({"role": "user", "content": text, "tool_results": True})
         else:
             fixed.append({"role": role, "content": message.get("content") or ""})
     for message in fixed:

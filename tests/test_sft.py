@@ -414,7 +414,10 @@ def family_tokenizer(rows: List[Dict[str, Any]], family: str):
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=TOKENIZER_VOCAB_SIZE, special_tokens=setup["special"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+        vocab_size=TOKENIZER_VOCAB_SIZE,
+        special_tokens=setup["special"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     core.train_from_iterator(training_texts(rows), trainer)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, **setup["tokens"])
@@ -490,7 +493,11 @@ def test_trl_sft_trainer_trains_exactly_the_assistant_turns_with_real_templates(
         ignored = "\n".join(tokenizer.decode(span) for span in spans(ids, mask, 0))
         # Exactly the assistant turns: one trained run per turn, each the text of that turn's generation block.
         text, blocks = render_jinja_template(
-            [messages], tools=row["tools"], chat_template=trainer.chat_template, return_assistant_tokens_mask=True, **tokenizer.special_tokens_map
+            [messages],
+            tools=row["tools"],
+            chat_template=trainer.chat_template,
+            return_assistant_tokens_mask=True,
+            **tokenizer.special_tokens_map,
         )
         expected = [text[0][start:end] for start, end in blocks[0]]
         turns = [message for message in messages if message["role"] == "assistant"]
@@ -507,7 +514,8 @@ def test_trl_sft_trainer_trains_exactly_the_assistant_turns_with_real_templates(
         for message in messages:
             if message["role"] in ("system", "user", "tool", "ipython"):
                 assert message["content"].strip()[:200] in ignored
-                if not (message["role"] != "system" and message["content"].startswith(("Crafted", '"Crafted'))):  # finish echoes the assistant
+                echo = message["role"] != "system" and message["content"].startswith(("Crafted", '"Crafted'))  # finish's answer
+                if not echo:
                     assert not any(message["content"].strip()[:200] in piece for piece in trained), (family, message["role"])
         calls = toolcalls.builtin_tool_calls("".join(trained))
         assert game.replay(world, records.engine_task(easy[number]), calls).reward == 1.0  # the trained text holds the whole play

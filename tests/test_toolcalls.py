@@ -107,13 +107,18 @@ def test_the_formats_one_line_each():
         "glm": "<tool_call>finish\n<arg_key>message</arg_key>\n<arg_value>42</arg_value>\n</tool_call>",
         "llama": '{"name": "finish", "parameters": {"message": "42"}}',
         "harmony": '<|start|>assistant to=functions.finish<|channel|>commentary json<|message|>{"message": "42"}<|call|>',
-        "deepseek": '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>finish\n```json\n{"message": "42"}\n```<｜tool▁call▁end｜>',
+        "deepseek": (
+            '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>finish\n```json\n{"message": "42"}\n```<｜tool▁call▁end｜>'
+        ),
         "gemma": '<|tool_call>call:finish{message:<|"|>42<|"|>}<tool_call|>',
     }
     for name, text in cases.items():
         calls = [game.parse_tool_call(call) for call in toolcalls.text_tool_calls(text)]
         assert calls == [("finish", finish["arguments"])], name
-    xml_craft = "<tool_call>\n<function=craft>\n<parameter=ingredients>\n{\"a\": 2}\n</parameter>\n<parameter=target>\n[\"b\", 1]\n</parameter>\n</function>\n</tool_call>"
+    xml_craft = (
+        '<tool_call>\n<function=craft>\n<parameter=ingredients>\n{"a": 2}\n</parameter>\n'
+        '<parameter=target>\n["b", 1]\n</parameter>\n</function>\n</tool_call>'
+    )
     assert toolcalls.text_tool_calls(xml_craft) == [craft]
     gemma_craft = '<|tool_call>call:craft{ingredients:{a:2},target:[<|"|>b<|"|>,1]}<tool_call|>'
     assert toolcalls.text_tool_calls(gemma_craft) == [craft]
@@ -139,7 +144,8 @@ def test_hermes_and_message_readers_keep_their_contract():
     assert toolcalls.message_tool_calls(message) == []
     assert toolcalls.message_tool_calls(message, toolcalls.text_tool_calls) == [call]
     assert toolcalls.message_tool_calls({"role": "assistant", "tool_calls": [call]}) == [call]
-    parts = {"role": "assistant", "content": [{"type": "text", "text": '<tool_call>{"name": "view_inventory"}</tool_call>'}, {"type": "text", "text": 9}]}
+    block = '<tool_call>{"name": "view_inventory"}</tool_call>'
+    parts = {"role": "assistant", "content": [{"type": "text", "text": block}, {"type": "text", "text": 9}]}
     assert toolcalls.message_tool_calls(parts) == [{"name": "view_inventory"}]
 
 

@@ -162,3 +162,22 @@ def test_llama3_inline_refuses_parallel_turns(data):
         toolcalls.inline_tool_calls(row["messages"], style="llama3")
     with pytest.raises(ValueError, match="style"):
         toolcalls.inline_tool_calls(row["messages"], style="mistral")
+
+
+def test_the_training_template_column_is_what_trl_swaps_in():
+    # SFTTrainer(assistant_only_loss=True) calls get_training_chat_template on the tokenizer's template.
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+    from trl.chat_template_utils import get_training_chat_template
+
+    core = Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>"))
+    for variant in matrix.VARIANTS:
+        if variant.prep != "as is":
+            continue
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>")
+        tokenizer.chat_template = matrix.read_template(variant.template)
+        if variant.training is None:
+            with pytest.raises(ValueError, match="not training-compatible"):
+                get_training_chat_template(tokenizer)
+        else:
+            assert get_training_chat_template(tokenizer) == matrix.read_template(variant.training), variant.family

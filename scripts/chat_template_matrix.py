@@ -265,7 +265,9 @@ def markdown(cells: Mapping[Tuple[int, str], Cell]) -> str:
         "Every call and every tool result carries a unique mark; *calls kept* and *results kept* count the marks "
         "found in the rendered text.  *Training template*: the `*_training.jinja` TRL swaps in for "
         "`assistant_only_loss=True`; *trains right* counts the conversations whose `{%% generation %%}` spans hold "
-        "every call and no tool result or system text." % sample,
+        "every call and no tool result or system text; *none*: TRL has no training template for it, so "
+        "`SFTTrainer(assistant_only_loss=True)` refuses the template (train on the whole sequence, or use a fix "
+        "below).  Marks are counted over every conversation of the sample, those a template refused included." % sample,
         "",
         "| family | template | data | config | renders | calls kept | results kept | training template | trains right |",
         "|---|---|---|---|---|---|---|---|---|",

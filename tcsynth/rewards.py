@@ -16,6 +16,8 @@ read with transformers' own ``tokenizer.parse_response``.
 ...                                           {"role": "user", "content": user_prompt(row["goal"])}]})
 >>> trainer = GRPOTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", reward_funcs=textcraft_reward,
 ...                       args=GRPOConfig(output_dir="grpo-textcraft"), train_dataset=tasks)
+
+``scripts/grpo_cpu_example.py`` runs the same pipeline on a CPU, offline, with a tiny model made on the spot.
 """
 
 from __future__ import annotations

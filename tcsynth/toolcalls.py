@@ -38,7 +38,6 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from . import prompts
 
-Call = Dict[str, Any]
 Found = Tuple[int, int, Any]  # (start, end, call or raw text) of one call in a text
 
 # -------------------------------------------------------------------------------------------- the formats

@@ -44,45 +44,17 @@ Information
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from . import game, prompts, records
+from .toolcalls import hermes_tool_calls, message_tool_calls  # noqa: F401 - public here too
 
 Action = Union[str, Mapping[str, Any], List[Any]]
 Message = Dict[str, Any]
 # The turn budget that never runs out.
 NO_LIMIT = math.inf
 NO_TOOL_CALL = "Error: the turn holds no tool call; call one of the tools (%s)" % ", ".join(game.TOOL_PARAMETERS)
-_HERMES_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-
-
-def hermes_tool_calls(text: str) -> List[Any]:
-    """The calls written as ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks in ``text``.
-
-    A block that is not JSON is kept as its raw text, so the caller sees (and reports) a malformed call
-    instead of silently dropping it.
-    """
-    calls: List[Any] = []
-    for block in _HERMES_BLOCK.findall(text):
-        try:
-            calls.append(json.loads(block))
-        except ValueError:
-            calls.append(block)
-    return calls
-
-
-def message_tool_calls(message: Mapping[str, Any]) -> List[Any]:
-    """The tool calls of one assistant message: its ``tool_calls``, else Hermes blocks in its text."""
-    tool_calls = message.get("tool_calls")
-    if tool_calls:
-        return list(tool_calls) if isinstance(tool_calls, list) else [tool_calls]
-    content = message.get("content")
-    if isinstance(content, list):  # content parts: keep the text ones
-        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return hermes_tool_calls(content) if isinstance(content, str) else []
 
 
 def action_tool_calls(action: Any) -> List[Any]:

@@ -1,9 +1,11 @@
 """Reward functions for TRL's ``GRPOTrainer``: replay a completion's tool calls in the engine.
 
 A completion is scored against its own row's task: the tool calls it makes are read (an assistant message's
-``tool_calls``, or Hermes-style ``<tool_call>{json}</tool_call>`` blocks in its text) and replayed with
-:func:`tcsynth.game.replay` on a fresh episode of that task.  The reward is 1.0 only when the replay ends
-with ``finish`` and every target crafted; there is no partial credit.
+``tool_calls``, or the calls written in its text in any chat-template family's format, see
+:mod:`tcsynth.toolcalls`) and replayed with :func:`tcsynth.game.replay` on a fresh episode of that task.
+The reward is 1.0 only when the replay ends with ``finish`` and every target crafted; there is no partial
+credit.  Given a tokenizer with a ``response_template`` (``get_textcraft_reward(tokenizer=...)``), text is
+read with transformers' own ``tokenizer.parse_response``.
 
 >>> from datasets import load_dataset
 >>> from trl import GRPOConfig, GRPOTrainer
@@ -14,6 +16,8 @@ with ``finish`` and every target crafted; there is no partial credit.
 ...                                           {"role": "user", "content": user_prompt(row["goal"])}]})
 >>> trainer = GRPOTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", reward_funcs=textcraft_reward,
 ...                       args=GRPOConfig(output_dir="grpo-textcraft"), train_dataset=tasks)
+
+``scripts/grpo_cpu_example.py`` runs the same pipeline on a CPU, offline, with a tiny model made on the spot.
 """
 
 from __future__ import annotations
@@ -23,28 +27,33 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import game, records, store
-from .env import hermes_tool_calls, message_tool_calls
+from .toolcalls import message_tool_calls, text_tool_calls
 
 Counts = Union[Mapping[str, int], Sequence[Mapping[str, Any]]]
 
 
-def completion_tool_calls(completion: Any) -> List[Any]:
+def completion_tool_calls(completion: Any, tokenizer: Any = None) -> List[Any]:
     """Every tool call of one completion, in order.
 
     A conversational completion is a list of messages: each assistant message contributes its
-    ``tool_calls`` (or, lacking them, the Hermes blocks in its content); other roles (tool results the
+    ``tool_calls`` (or, lacking them, the calls written in its content); other roles (tool results the
     trainer may have interleaved) are ignored, since the replay recomputes them.  A plain-text completion
-    contributes its Hermes blocks.  Anything else has no calls.
+    contributes the calls written in it, in any family's format (:func:`tcsynth.toolcalls.text_tool_calls`,
+    with ``tokenizer``'s response parsing when it has one).  Anything else has no calls.
     """
+
+    def read(text: str) -> List[Any]:
+        return text_tool_calls(text, tokenizer)
+
     if isinstance(completion, str):
-        return hermes_tool_calls(completion)
+        return read(completion)
     if isinstance(completion, Mapping):
         completion = [completion]
     calls: List[Any] = []
     if isinstance(completion, (list, tuple)):
         for message in completion:
             if isinstance(message, Mapping) and message.get("role", "assistant") == "assistant":
-                calls.extend(message_tool_calls(message))
+                calls.extend(message_tool_calls(message, read))
     return calls
 
 
@@ -64,16 +73,17 @@ class _TextCraftReward:
 
     __name__ = "textcraft_reward"
 
-    def __init__(self, recipes_path: Optional[Path]) -> None:
+    def __init__(self, recipes_path: Optional[Path], tokenizer: Any = None) -> None:
         self.recipes_path = recipes_path
+        self.tokenizer = tokenizer
         self._world: Optional[game.World] = None
         self._lock = threading.Lock()
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {"recipes_path": self.recipes_path}
+        return {"recipes_path": self.recipes_path, "tokenizer": self.tokenizer}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__init__(state["recipes_path"])
+        self.__init__(state["recipes_path"], state.get("tokenizer"))
 
     @property
     def world(self) -> game.World:
@@ -89,7 +99,7 @@ class _TextCraftReward:
         world = self.world  # outside the guard: a world that cannot be read is a setup error, not a bad completion
         try:
             task = {"target_items": _counts(target_items), "initial_inventory": _counts(initial_inventory)}
-            return game.replay(world, task, completion_tool_calls(completion)).reward
+            return game.replay(world, task, completion_tool_calls(completion, self.tokenizer)).reward
         except Exception:  # noqa: BLE001 - a completion, however strange, scores 0.0 and never stops training
             return 0.0
 
@@ -116,12 +126,16 @@ class _TextCraftReward:
         ]
 
 
-def get_textcraft_reward(recipes_path: Optional[Union[str, Path]] = None) -> Callable[..., List[Optional[float]]]:
+def get_textcraft_reward(recipes_path: Optional[Union[str, Path]] = None, tokenizer: Any = None) -> Callable[..., List[Optional[float]]]:
     """A TextCraft reward function over the world in ``recipes_path``.
 
     Args:
         recipes_path (`str` or `Path`, *optional*): the world's ``recipes.json``; defaults to the world the
             package carries (textcraft-synth@1, the same bytes as ``data/recipes.json``).
+        tokenizer (`PreTrainedTokenizerBase`, *optional*): the policy's tokenizer.  When it carries a
+            ``response_template`` (TRL's ``add_response_schema`` sets one for known templates), completion
+            text is read with its ``parse_response``; otherwise with :func:`tcsynth.toolcalls.builtin_tool_calls`,
+            which reads every family's format.
 
     Returns:
         `Callable[..., list[float | None]]`: a reward with TRL's signature, ``(completions, target_items,
@@ -145,7 +159,9 @@ def get_textcraft_reward(recipes_path: Optional[Union[str, Path]] = None) -> Cal
         recipes_path = Path(recipes_path)
         if not recipes_path.is_file():
             raise ValueError("recipes_path %s is not a file" % recipes_path)
-    return _TextCraftReward(recipes_path)
+    if tokenizer is not None and not callable(getattr(tokenizer, "parse_response", None)):
+        raise ValueError("tokenizer must be a transformers tokenizer (with parse_response), got %s" % type(tokenizer).__name__)
+    return _TextCraftReward(recipes_path, tokenizer)
 
 
 # The reward over the world shipped in data/: pass it to GRPOTrainer(reward_funcs=textcraft_reward).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import pickle
 import threading
@@ -183,3 +184,126 @@ def test_completion_tool_calls_reads_every_shape():
     assert completion_tool_calls({"role": "assistant", "tool_calls": [call]}) == [call]
     assert completion_tool_calls([{"role": "user", "tool_calls": [call]}]) == []  # only assistant messages count
     assert completion_tool_calls(17) == []
+
+
+# ---------------------------------------------------------------------------- text written by real templates
+
+# Each family's template in TRL 1.16 (trl/chat_templates) and the data change it needs (docs/chat-template-matrix.md).
+TEMPLATES = {
+    "qwen2_5": None,
+    "qwen3": None,
+    "qwen3_6": None,
+    "qwen3_instruct_2507": None,
+    "llama3_1": None,
+    "llama3_2": None,
+    "gptoss": None,
+    "glm4moe": None,
+    "gemma4": None,
+    "nemotron_3_nano": None,
+    "deepseekv3": "string_arguments",
+    "phi3_5": "inline_tool_calls",
+}
+
+
+def load_matrix_script():
+    """scripts/chat_template_matrix.py as a module (once per session): its ``render`` uses TRL's templates."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "chat_template_matrix" not in sys.modules:
+        path = Path(__file__).resolve().parent.parent / "scripts" / "chat_template_matrix.py"
+        spec = importlib.util.spec_from_file_location("chat_template_matrix", path)
+        module = sys.modules["chat_template_matrix"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules["chat_template_matrix"]
+
+
+def rendered_completion(row, template, messages=None):
+    """The assistant side of ``row``'s conversation as ``template`` writes it (the text after the goal)."""
+    from tcsynth import toolcalls
+
+    matrix = load_matrix_script()
+    messages = row["messages"] if messages is None else messages
+    fix = TEMPLATES[template]
+    if fix:
+        messages = getattr(toolcalls, fix)(messages)
+    text, _ = matrix.render(messages, row["tools"], template)
+    goal = row["messages"][1]["content"]
+    return text[text.index(goal) + len(goal) :]
+
+
+def without_finish(messages):
+    assert messages[-2]["tool_calls"][0]["function"]["name"] == "finish" and messages[-1]["role"] == "tool"
+    return messages[:-2]
+
+
+def one_craft_altered(messages):
+    altered = copy.deepcopy(messages)
+    craft = next(c for m in altered for c in m.get("tool_calls", ()) if c["function"]["name"] == "craft")
+    ingredient = next(iter(craft["function"]["arguments"]["ingredients"]))
+    craft["function"]["arguments"]["ingredients"][ingredient] += 1  # the wrong amount: the craft is refused
+    return altered
+
+
+@pytest.fixture(scope="module")
+def gold_rows(val, world):
+    from tcsynth import sft
+
+    picks = [next(row for row in val if row["difficulty"] == d) for d in records.DIFFICULTIES]
+    return picks, [sft.sft_row(row, world, parallel=False) for row in picks]
+
+
+def tiny_tokenizer(template):
+    """A tokenizer made on the spot with TRL's template and response template (for parse_response)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    from trl.chat_template_utils import add_response_schema
+
+    core = Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>")
+    tokenizer.chat_template = load_matrix_script().read_template(template)
+    return add_response_schema(tokenizer)
+
+
+class TestRealTemplates:
+    @pytest.mark.parametrize("template", sorted(TEMPLATES))
+    def test_gold_scores_one_and_broken_gold_zero(self, gold_rows, template):
+        tasks, rows = gold_rows
+        gold = [rendered_completion(row, template) for row in rows]
+        assert textcraft_reward(gold, **columns(tasks)) == [1.0] * len(rows)
+        # The same as a conversational completion: one assistant message holding the text.
+        assert textcraft_reward([[{"role": "assistant", "content": text}] for text in gold], **columns(tasks)) == [1.0] * len(rows)
+        short = [rendered_completion(row, template, without_finish(row["messages"])) for row in rows]
+        assert textcraft_reward(short, **columns(tasks)) == [0.0] * len(rows)
+        altered = [rendered_completion(row, template, one_craft_altered(row["messages"])) for row in rows]
+        assert textcraft_reward(altered, **columns(tasks)) == [0.0] * len(rows)
+
+    @pytest.mark.parametrize("template", ["qwen2_5", "qwen3_6", "llama3_1", "gptoss", "glm4moe", "gemma4", "nemotron_3_nano"])
+    def test_with_a_tokenizer_transformers_parses(self, gold_rows, template, monkeypatch):
+        from tcsynth import toolcalls
+
+        tasks, rows = gold_rows
+        reward = get_textcraft_reward(tokenizer=tiny_tokenizer(template))
+        monkeypatch.setattr(toolcalls, "builtin_tool_calls", lambda *a, **k: pytest.fail("fell back on the built-in reader"))
+        assert reward([rendered_completion(row, template) for row in rows], **columns(tasks)) == [1.0] * len(rows)
+        altered = [rendered_completion(row, template, one_craft_altered(row["messages"])) for row in rows]
+        assert reward(altered, **columns(tasks)) == [0.0] * len(rows)
+
+    def test_parallel_calls_in_one_text(self, val, world):
+        from tcsynth import sft
+
+        row = sft.sft_row(val[0], world, parallel=True)
+        for template in ("qwen3", "glm4moe", "gemma4", "nemotron_3_nano"):
+            assert textcraft_reward([rendered_completion(row, template)], **columns([val[0]])) == [1.0], template
+
+    def test_tokenizer_is_checked(self):
+        with pytest.raises(ValueError, match="parse_response"):
+            get_textcraft_reward(tokenizer="Qwen/Qwen3-0.6B")
+
+    def test_pickles_with_its_tokenizer(self, gold_rows):
+        tasks, rows = gold_rows
+        clone = pickle.loads(pickle.dumps(get_textcraft_reward(tokenizer=tiny_tokenizer("qwen2_5"))))
+        assert clone.tokenizer.response_template is not None
+        assert clone([rendered_completion(rows[0], "qwen2_5")], **columns(tasks[:1])) == [1.0]

@@ -1,6 +1,7 @@
 """The sft configs: every conversation replays to reward 1.0, tool messages are the engine's output, the
-expert looks recipes up before crafting, the rows survive Parquet with dict arguments, and they train with
-a Hermes/Qwen-style chat template and TRL's ``SFTTrainer`` (assistant-only loss) offline on CPU.
+expert looks recipes up before crafting, the rows survive Parquet with dict arguments, and sft-sequential
+rows train with TRL's real Qwen2.5 and Llama 3 training templates and ``SFTTrainer`` (assistant-only loss,
+exactly the assistant turns trained) offline on CPU.
 
 The expected texts come from SPEC.md §2 (``Successfully crafted {total} {item}(s)``, ``finish`` echoes its
 message) and from the message shape of issue 3; the tool answers are checked against a fresh engine.
@@ -380,19 +381,56 @@ def test_chat_template_renders_tool_calls_with_dict_arguments(data, tokenizer, o
 
 # ------------------------------------------------------------------------------------------ TRL end to end
 
+# TRL's real templates (read from the installed trl/chat_templates), one per family, with the tokens they
+# write.  The tokenizer carries the family's original template; with assistant_only_loss SFTTrainer swaps
+# in the family's *_training.jinja itself.  Llama 3.1/3.2 have no training template in TRL: Llama 3's
+# trains once the calls are written into the text the Llama 3.1 way (the matrix's documented map).
+TRAINING_FAMILIES = {
+    "qwen2_5": dict(
+        template="qwen2_5_chat_template",
+        training="qwen2_5_training_chat_template",
+        special=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        tokens=dict(eos_token="<|im_end|>", pad_token="<|endoftext|>"),
+        style=None,
+    ),
+    "llama3": dict(
+        template="llama3_chat_template",
+        training="llama3_training_chat_template",
+        special=["<|finetune_right_pad_id|>", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+        tokens=dict(bos_token="<|begin_of_text|>", eos_token="<|eot_id|>", pad_token="<|finetune_right_pad_id|>"),
+        style="llama3",
+    ),
+}
 
-def test_trl_sft_trainer_trains_on_assistant_turns_only(sample_rows, tokenizer, offline_hf_home):
+
+def family_tokenizer(rows: List[Dict[str, Any]], family: str):
+    """A byte-level BPE tokenizer trained here on ``rows``, with ``family``'s tokens and original TRL template."""
+    import trl.chat_template_utils as templates
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    setup = TRAINING_FAMILIES[family]
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=TOKENIZER_VOCAB_SIZE,
+        special_tokens=setup["special"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    core.train_from_iterator(training_texts(rows), trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, **setup["tokens"])
+    tokenizer.chat_template = getattr(templates, setup["template"])
+    return tokenizer
+
+
+def tiny_llama(tokenizer):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
-    from trl import SFTConfig, SFTTrainer
 
-    rows = [dict(row) for row in sample_rows if row["difficulty"] == "easy"]
-    train = datasets.Dataset.from_list(
-        [dict(row, messages=[json.dumps(m) for m in row["messages"]], tools=json.dumps(row["tools"])) for row in rows],
-        features=configs.features(configs.SFT),
-    )
     torch.manual_seed(0)
-    model = LlamaForCausalLM(
+    return LlamaForCausalLM(
         LlamaConfig(
             vocab_size=len(tokenizer),
             hidden_size=32,
@@ -405,11 +443,29 @@ def test_trl_sft_trainer_trains_on_assistant_turns_only(sample_rows, tokenizer, 
             eos_token_id=tokenizer.eos_token_id,
         )
     )
+
+
+@pytest.mark.parametrize("family", sorted(TRAINING_FAMILIES))
+def test_trl_sft_trainer_trains_exactly_the_assistant_turns_with_real_templates(family, data, world, offline_hf_home):
+    import trl.chat_template_utils as templates
+    from transformers.utils.chat_template_utils import render_jinja_template
+    from trl import SFTConfig, SFTTrainer
+
+    from tcsynth import toolcalls
+
+    setup = TRAINING_FAMILIES[family]
+    # sft-sequential rows: one tool call per assistant turn.
+    easy = [row for row in data.tasks["train"] if row["difficulty"] == "easy"][:3]
+    rows = [sft.sft_row(row, world, parallel=False) for row in easy]
+    tokenizer = family_tokenizer(rows, family)
+    train = datasets.Dataset.from_list([sft.encode_row(row) for row in rows], features=configs.features(configs.SFT))
+    if setup["style"] == "llama3":
+        train = train.map(lambda row: {"messages": toolcalls.inline_tool_calls(row["messages"], style="llama3")})
     args = SFTConfig(
         output_dir=str(offline_hf_home / "out"),
         assistant_only_loss=True,
         max_length=4096,
-        max_steps=3,
+        max_steps=2,
         per_device_train_batch_size=2,
         learning_rate=1e-3,
         logging_steps=1,
@@ -419,32 +475,50 @@ def test_trl_sft_trainer_trains_on_assistant_turns_only(sample_rows, tokenizer, 
         activation_checkpointing=False,
         seed=0,
     )
-    trainer = SFTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
+    trainer = SFTTrainer(model=tiny_llama(tokenizer), args=args, train_dataset=train, processing_class=tokenizer)
+    assert trainer.chat_template == getattr(templates, setup["training"])  # TRL's own training template
     result = trainer.train()
     assert math.isfinite(result.training_loss)
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
-    assert losses and all(math.isfinite(loss) for loss in losses)
+    assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses)
 
-    for number, row in enumerate(rows):
+    for number, row in enumerate(train):
+        messages = row["messages"]
         example = trainer.train_dataset[number]
         ids = example["input_ids"]
         assert len(ids) < args.max_length  # nothing truncated away
         labels = trainer.data_collator([example])["labels"][0].tolist()
         mask = [int(label != -100) for label in labels]
-        assert [label for label in labels if label != -100] == [t for t, m in zip(ids, mask) if m]
         trained = [tokenizer.decode(span) for span in spans(ids, mask, 1)]
         ignored = "\n".join(tokenizer.decode(span) for span in spans(ids, mask, 0))
-        for message in row["messages"]:
-            if message["role"] == "tool":
-                assert "<tool_response>\n%s\n</tool_response>" % message["content"] in ignored
-                if message["name"] != "finish":  # finish echoes the message the assistant wrote
-                    assert not any(message["content"] in text for text in trained)
-            if message["role"] == "assistant":
-                assert any(message["content"] in text for text in trained)
-                for call in message["tool_calls"]:
-                    assert any(json.dumps(call["function"]["arguments"]) in text for text in trained)
-        assert not any("<tool_response>" in text or prompts.SYSTEM_PROMPT[:40] in text for text in trained)
-        assert all(text.endswith("<|im_end|>\n") for text in trained)  # the model learns to stop
+        # Exactly the assistant turns: one trained run per turn, each the text of that turn's generation block.
+        text, blocks = render_jinja_template(
+            [messages],
+            tools=row["tools"],
+            chat_template=trainer.chat_template,
+            return_assistant_tokens_mask=True,
+            **tokenizer.special_tokens_map,
+        )
+        expected = [text[0][start:end] for start, end in blocks[0]]
+        turns = [message for message in messages if message["role"] == "assistant"]
+        assert len(trained) == len(expected) == len(turns), (family, len(trained), len(turns))
+        assert trained == expected
+        for turn, piece in zip(turns, trained):
+            if turn.get("tool_calls"):
+                (call,) = turn["tool_calls"]
+                assert json.dumps(call["function"]["arguments"]) in piece
+            else:
+                assert turn["content"].strip() in piece
+            assert piece.rstrip().endswith(tokenizer.eos_token)  # the model learns to end its turn
+        # Never system, user or tool text.
+        for message in messages:
+            if message["role"] in ("system", "user", "tool", "ipython"):
+                assert message["content"].strip()[:200] in ignored
+                echo = message["role"] != "system" and message["content"].startswith(("Crafted", '"Crafted'))  # finish's answer
+                if not echo:
+                    assert not any(message["content"].strip()[:200] in piece for piece in trained), (family, message["role"])
+        calls = toolcalls.builtin_tool_calls("".join(trained))
+        assert game.replay(world, records.engine_task(easy[number]), calls).reward == 1.0  # the trained text holds the whole play
 
 
 def spans(ids: List[int], mask: List[int], value: int) -> List[List[int]]:

@@ -27,7 +27,7 @@ from huggingface_hub.errors import RepositoryNotFoundError
 
 import harbor_venv
 from tcsynth import publish, store
-from tcsynth.configs import TASK_FEATURES
+from tcsynth.configs import TASKS, features
 from tcsynth.harbor import export_harbor
 
 REPO = Path(__file__).resolve().parent.parent
@@ -380,7 +380,7 @@ def test_datasets_serves_the_card_configs_not_the_harbor_builder(hub_stage, hf_c
     tasks = datasets.load_dataset(str(hub_stage.root), cache_dir=str(hf_cache))
     assert {split: len(rows) for split, rows in tasks.items()} == {"train": 2522, "val": 632}
     assert tasks["train"].info.builder_name == "parquet"
-    assert tasks["train"].features == TASK_FEATURES
+    assert tasks["train"].features == features(TASKS)
     splits = json.loads((hub_stage.root / "splits.json").read_text())
     assert tasks["val"]["name"] == splits["val"] and tasks["train"]["name"] == splits["train"]
     sft = datasets.load_dataset(str(hub_stage.root), "sft", cache_dir=str(hf_cache))

@@ -11,8 +11,10 @@ Action
       (``{"name", "arguments"}``, OpenAI's ``{"id", "type", "function": {...}}``, ``{"tool", "args"}``);
     * one such call on its own;
     * an assistant chat message ``{"role": "assistant", "content", "tool_calls"}``; when it has no
-      ``tool_calls``, Hermes-style ``<tool_call>{json}</tool_call>`` blocks in its content are read;
-    * a string, read for Hermes-style blocks.
+      ``tool_calls``, the calls written in its text are read, in any chat-template family's format
+      (Hermes ``<tool_call>{json}</tool_call>``, Qwen3.6 XML, Llama 3 JSON, GLM-4, gpt-oss, ...: see
+      :mod:`tcsynth.toolcalls`);
+    * a string, read the same way.
 
 Observation
     :meth:`TextCraftEnv.reset` returns ``{"messages": [system, user], "tools": [...]}``: the system prompt, the
@@ -48,7 +50,7 @@ import math
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from . import game, prompts, records
-from .toolcalls import hermes_tool_calls, message_tool_calls  # noqa: F401 - public here too
+from .toolcalls import hermes_tool_calls, message_tool_calls, text_tool_calls  # noqa: F401 - public here too
 
 Action = Union[str, Mapping[str, Any], List[Any]]
 Message = Dict[str, Any]
@@ -57,13 +59,18 @@ NO_LIMIT = math.inf
 NO_TOOL_CALL = "Error: the turn holds no tool call; call one of the tools (%s)" % ", ".join(game.TOOL_PARAMETERS)
 
 
+def _read_text(text: str) -> List[Any]:
+    # Every chat-template family's way of writing calls (see tcsynth.toolcalls), typed by our tool schemas.
+    return text_tool_calls(text, tools=prompts.TOOLS)
+
+
 def action_tool_calls(action: Any) -> List[Any]:
     """The tool calls of one action in any accepted shape (see the module docstring)."""
     if isinstance(action, str):
-        return hermes_tool_calls(action)
+        return _read_text(action)
     if isinstance(action, Mapping):
         if "role" in action or "tool_calls" in action or ("content" in action and "name" not in action):
-            return message_tool_calls(action)
+            return message_tool_calls(action, _read_text)
         return [action]
     if isinstance(action, (list, tuple)):
         return list(action)

@@ -185,3 +185,17 @@ def test_same_actions_same_outputs(row, world):
         return [env.step(call) for call in [{"name": "get_info", "arguments": {"items": ["x", row["target_items"][0]["item"]]}}] + gold_calls(row)]
 
     assert play() == play()
+
+
+def test_text_actions_are_read_in_every_families_format(row, world):
+    # A model served without a tool-call parser writes its calls as text; the environment reads them all.
+    formats = {
+        "hermes": '<tool_call>{"name": "view_inventory", "arguments": {}}</tool_call>',
+        "llama3": '{"name": "view_inventory", "parameters": {}}',
+        "qwen3.6": "<tool_call>\n<function=view_inventory>\n</function>\n</tool_call>",
+    }
+    for style, text in formats.items():
+        env = TextCraftEnv(row, world=world)
+        env.reset()
+        messages, *_ = env.step({"role": "assistant", "content": text})
+        assert messages[0]["role"] == "tool" and messages[0]["name"] == "view_inventory", style

@@ -34,6 +34,9 @@ PYTHON_VERSION = "3.11.7"
 VENV_VARIABLE = "TEXTCRAFT_FLOOR_VENV"
 # What a user does at run time: every config through load_dataset, the engine, the TRL reward.
 LOADING_TESTS = ["tests/test_load_dataset.py", "tests/test_engine_rules.py", "tests/test_rewards.py"]
+# The builder class is still run on the floors (test_builder_difficulty_option_filters_rows); its row-by-row
+# comparison with the Parquet files of four configs is left to the main run: on pyarrow 21 it takes minutes.
+DESELECTED = ["tests/test_load_dataset.py::test_builder_generates_the_parquet_rows"]
 
 VERSIONS = r"""
 import importlib.metadata as m, json, sys
@@ -151,7 +154,8 @@ def test_user_calls_read_the_same_records_on_the_floors(floor_venv, hf_home, rep
 
 def test_loading_tests_pass_on_the_floors(floor_venv, hf_home, repo):
     command = [str(floor_venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", *LOADING_TESTS]
+    command += ["--deselect=%s" % node for node in DESELECTED]
     result = run(command, floor_env(hf_home), repo, 3000)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     summary = result.stdout.strip().splitlines()[-1]
-    assert " passed" in summary and "failed" not in summary and "error" not in summary, summary
+    assert " passed" in summary and "deselected" in summary, summary

@@ -20,8 +20,8 @@ PACKAGE = REPO / "tcsynth"
 # Lowest first.  A module imports only from the layers before its own.
 LAYERS = (
     ("errors", "game", "templating"),  # the standard-library engine knows nothing of the package
-    ("records", "prompts", "toolcalls"),  # the row schema and its facts; what an agent is told; call parsing
-    ("store", "configs"),  # where records live and how they read; the configs as data
+    ("records", "prompts"),  # the row schema and its facts; what an agent is told
+    ("store", "configs", "toolcalls"),  # where records live; the configs as data; reading calls from text
     ("sft", "harbor", "env", "rewards", "agents", "generate"),  # products, which never import each other
     ("build", "evaluate", "publish"),  # jobs that combine products
     ("cli",),

@@ -510,6 +510,7 @@ def replay(world, task, calls):
 
 LOG_NAME = "actions.jsonl"
 LOG_LIMIT = 32 * 1024 * 1024  # bytes in the whole log; no real episode comes near this
+RECORD_LIMIT = 100000  # records in the whole log; the longest gold solution has 550
 LINE_LIMIT = 64 * 1024  # bytes in one record, newline excluded
 CONTAINER_LIMIT = 32  # JSON arrays and objects in one record (a craft's own record has 4)
 DIGITS_LIMIT = 18  # digits in one number: counts and seq lie between -(10**18 - 1) and 10**18 - 1
@@ -565,6 +566,32 @@ class _StrictDecoder(json.JSONDecoder):
 
 
 _STRICT = _StrictDecoder()
+# The log reader's decoder: the strict one's refusals, but objects built in C.  A repeated member name
+# cannot slip through it: the rebuilt dict loses a member, so the line is not what format_record writes.
+_LOG_DECODER = json.JSONDecoder(parse_constant=_StrictDecoder._refuse_constant, parse_float=_StrictDecoder._bounded_float)
+
+
+def _compact_encoder():
+    """``value -> str``: ``json.dumps(value, separators=(",", ":"), allow_nan=False)`` (ASCII).
+
+    ``json.dumps`` builds a new C encoder on every call, which costs more than encoding a small record;
+    the log reader re-encodes every record, so it keeps one.  ``c_make_encoder`` is CPython's own, with
+    the same arguments on 3.8 to 3.13; the plain encoder stands in wherever it is absent or differs.
+    """
+    plain = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is not None:
+        try:
+            encode = make(None, plain.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, False)
+            sample = {"a": [1, -2.5, "\u00e9\ud83d", True, None, {}], "b": ""}
+            if "".join(encode(sample, 0)) == plain.encode(sample):
+                return lambda value: "".join(encode(value, 0))
+        except Exception:  # pragma: no cover - an interpreter whose private encoder differs
+            pass
+    return plain.encode  # pragma: no cover
+
+
+_compact_json = _compact_encoder()
 
 
 def loads_strict(text):
@@ -583,6 +610,8 @@ def json_shape_problem(text):
     valid JSON the count is exact; for anything else it is at least the depth the decoder can reach before
     it fails, so a text passed here cannot drive the decoder deeper than the cap.
     """
+    if (text.count("[") + text.count("{") <= CONTAINER_LIMIT) and _LONG_NUMBER.search(text) is None:
+        return None  # strings included, so this count is an upper bound
     between = text.replace("\\\\", "").replace('\\"', "").split('"')[0::2]
     containers = 0
     for part in between:
@@ -599,12 +628,14 @@ def format_record(seq, tool, arguments, accepted=None):
     fields = {"seq": seq, "tool": tool, "args": arguments}
     if tool == "craft":
         fields["ok"] = accepted is True
-    text = json.dumps(fields, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
-    return (text + "\n").encode("ascii")
+    return (_compact_json(fields) + "\n").encode("ascii")
 
 
 # One checked record; ``ok`` is None except on crafts.
 LoggedCall = namedtuple("LoggedCall", ("tool", "args", "ok"))
+
+
+_CRAFT_FIELDS = _RECORD_FIELDS | {"ok"}
 
 
 def _check_line(number, line):
@@ -621,15 +652,17 @@ def _check_line(number, line):
     if shape is not None:
         raise LogFault("line %d %s" % (number, shape))
     try:
-        record = _STRICT.whole_value(text)
+        record, end = _LOG_DECODER.raw_decode(text)
     except ValueError as error:
         raise LogFault("line %d is not a single JSON value (%s)" % (number, error))
+    if end != len(text):
+        raise LogFault("line %d is not a single JSON value (unexpected text after the value at character %d)" % (number, end))
     if type(record) is not dict:
         raise LogFault("line %d holds a JSON %s where an object belongs" % (number, _type_name(record)))
     tool = record.get("tool")
     if type(tool) is not str or tool not in TOOL_PARAMETERS:
         raise LogFault("line %d: %s is not a tool of the game" % (number, json.dumps(tool)))
-    wanted = _RECORD_FIELDS | {"ok"} if tool == "craft" else _RECORD_FIELDS
+    wanted = _CRAFT_FIELDS if tool == "craft" else _RECORD_FIELDS
     if record.keys() != wanted:
         unexpected = sorted(set(record) - wanted)
         absent = sorted(wanted - set(record))
@@ -640,18 +673,23 @@ def _check_line(number, line):
     seq = record["seq"]
     if type(seq) is not int or seq != number:
         raise LogFault("line %d: seq should be %d but reads %s" % (number, number, json.dumps(seq)))
-    complaint = argument_problem(tool, record["args"])
+    arguments = record["args"]
+    complaint = argument_problem(tool, arguments)
     if complaint is not None:
         raise LogFault("line %d: %s" % (number, complaint))
     accepted = record.get("ok")
     if tool == "craft" and type(accepted) is not bool:
         raise LogFault("line %d: a craft's ok flag has to be a JSON boolean" % number)
-    if format_record(seq, tool, record["args"], accepted)[:-1] != line:
+    if format_record(seq, tool, arguments, accepted)[:-1] != line:
+        try:
+            _STRICT.whole_value(text)  # names a repeated member, if that is the difference
+        except ValueError as error:
+            raise LogFault("line %d is not a single JSON value (%s)" % (number, error))
         raise LogFault(
             "line %d is not written as the game writes it (compact ASCII JSON, fields in the order seq, tool, "
             "args, ok, numbers in their shortest form)" % number
         )
-    return LoggedCall(tool, record["args"], accepted)
+    return LoggedCall(tool, arguments, accepted)
 
 
 def iter_log(data):
@@ -670,6 +708,8 @@ def iter_log(data):
     while start < end:
         stop = find(b"\n", start)
         number += 1
+        if number > RECORD_LIMIT:
+            raise LogFault("the log holds more than %d records" % RECORD_LIMIT)
         if stop - start > LINE_LIMIT:
             raise LogFault("line %d is longer than %d bytes" % (number, LINE_LIMIT))
         yield _check_line(number, data[start:stop])
@@ -1013,6 +1053,8 @@ def play_command(directory, tool, arguments):
         answer = game.call(tool, arguments)
         accepted = craft_succeeded(answer) if tool == "craft" else None
         record = format_record(recorded + 1, tool, arguments, accepted)
+        if recorded >= RECORD_LIMIT:
+            return "Error: the action log already holds %d records, its limit; nothing was recorded" % RECORD_LIMIT, EXIT_REFUSED
         if len(history) + len(record) > LOG_LIMIT:
             return "Error: no room is left in the %d-byte action log; nothing was recorded" % LOG_LIMIT, EXIT_REFUSED
         try:

@@ -45,11 +45,15 @@ the directory of this file): ``task.json`` (``textcraft-task/1``), ``recipes.jso
     --help                            prints the usage text
 
 Standard output receives the tool's answer verbatim.  Exit codes: 0 when the tool ran; 1 when the game
-turned the call down, that is a craft the rules reject (it is still recorded) or any command once the
-episode has finished (not recorded); 2 when the words do not form a command (no record); 3 when
-``task.json``, ``recipes.json`` or the log is missing or damaged.  COUNT and every N must parse as
-integers or the command is malformed; zero and negative values are handed to the game, which rejects the
-craft in its own words.
+turned the call down, that is a craft the rules reject (it is still recorded), any command once the
+episode has finished, or a log already at its size or record cap (neither recorded); 2 when the words do
+not form a command, or form one whose record would break a cap of the log below (no record); 3 when
+``task.json``, ``recipes.json`` or the log is missing or damaged, or ``recipes.json`` does not hash to the
+``recipes_sha256`` that ``task.json`` names.  COUNT and every N are written as the log writes integers:
+ASCII digits with an optional leading ``-``, no leading zero, no ``-0``, at most 18 digits (so ``" 2"``,
+``+2``, ``2_0``, ``02`` and non-ASCII digits are malformed); zero and negative values are handed to the
+game, which rejects the craft in its own words.  A ``--json`` argument is held to the same caps before it
+is decoded.
 
 The action log
 --------------
@@ -58,25 +62,47 @@ inventory.  Every line is one record of compact ASCII JSON terminated by a newli
 ``{"seq": n, "tool": TOOL, "args": {...}}``, where ``seq`` is 1 on the first line and rises by one per
 line; a craft's record also carries ``"ok": true`` (accepted) or ``"ok": false`` (rejected).  A command
 holds an exclusive ``flock`` on the log from the moment it reads it until its own record is appended, so
-parallel commands take turns.  The log has to be a regular file of 32 MiB or less, and it is never opened
-through a symbolic link.
+parallel commands take turns.  The log has to be a regular file, and it is never opened through a
+symbolic link.  Each line must be byte for byte what the command writes for its record (keys in the
+order seq, tool, args, ok; numbers in their shortest form).  The log is read one line at a time, and
+these caps are checked before a line is decoded, so no input reaches a recursion limit or costs memory
+beyond the log's own size:
+
+=====================  ===========  ===================================================================
+cap                    value        why it never binds honest play
+=====================  ===========  ===================================================================
+log size               32 MiB       the largest gold log is 61 KiB
+records                100,000      the longest gold solution has 550 crafts
+bytes in one record    65,536       a shell word is at most 128 KiB; a gold record is under 200 bytes
+arrays and objects     32           a record has 3 or 4; more only in nonsense ``--json`` arguments
+  in one record                     (the cap bounds nesting depth too)
+digits in one number   18           counts beyond 10**18 cannot be held; Python 3.11+ refuses to read
+                                    integers of more than 4,300 digits and 3.8 does not
+=====================  ===========  ===================================================================
 
 The verifier
 ------------
 ``textcraft_game.py verify --task T --recipes R --root ROOT --log RELPATH --out DIR`` is the grader.  T and
-R are the grader's own copies; only the log at ``ROOT/RELPATH`` comes from the agent.  The first thing it
-does is delete any ``reward.json``, ``reward.txt`` or ``textcraft-verdict.json`` already in DIR.  Then it
-writes, each through an atomic rename, ``reward.json`` (``{"reward": 1.0}`` or ``{"reward": 0.0}``) and
+R are the grader's own copies; only the log at ``ROOT/RELPATH`` comes from the agent.  DIR is reached
+without following any link: from ROOT when it lies below ROOT, else from its parent, each component is
+opened relative to the one before with ``O_NOFOLLOW | O_DIRECTORY`` (and created if absent), and every
+file below is removed, created and renamed through that directory's descriptor.  A link or non-directory
+on the way, or a directory it cannot write, ends the run with exit status 3 before anything is written.
+The first thing it does in DIR is delete any ``reward.json``, ``reward.txt`` or ``textcraft-verdict.json``
+(a directory of that name is renamed aside to ``.stale-NAME-XXXX``).  Then it writes, each through an
+atomic rename, ``reward.json`` (``{"reward": 1.0}`` or ``{"reward": 0.0}``) and
 ``textcraft-verdict.json`` (environment, task, reward, reason, records, crafts, finished, missing,
-log_bytes), and exits 0.  Reward 1.0 needs a log the game could have produced that ends in ``finish`` with
+log_bytes), and exits 0.  Whatever bytes the log holds, that is what happens: reward 0.0 with the
+reason in the verdict.  Reward 1.0 needs a log the game could have produced that ends in ``finish`` with
 a non-empty message and shows every target gained.  Anything doubtful scores 0.0: a symbolic link at any
 step of RELPATH below ROOT (each step is opened relative to its parent directory with ``O_NOFOLLOW``;
 ROOT itself is trusted), a final entry that is not a regular file (a FIFO, say), more than 32 MiB, bytes
-that are not UTF-8, a last line without its newline, a line that is anything but one bare JSON object
+outside ASCII, a last line without its newline, a line that is anything but one bare JSON object
 (blank, padded, CRLF-terminated), a repeated key, NaN or Infinity (written out or reached by overflow),
-missing or extra keys, wrong numbering, an unknown tool or malformed arguments, any record after
-``finish``, or a craft whose ``ok`` contradicts the rules.  A log that does not exist scores 0.0 as well.
-If T or R cannot be read, the setup is at fault: exit status 3 and no reward file.
+missing or extra keys, wrong numbering, an unknown tool or malformed arguments, a line that breaks a
+cap above or is not written as the command writes it, any record after ``finish``, or a craft whose
+``ok`` contradicts the rules.  A log that does not exist scores 0.0 as well.  If T or R cannot be read,
+or R does not hash to T's ``recipes_sha256``, the setup is at fault: exit status 3 and no reward file.
 """
 
 from __future__ import annotations

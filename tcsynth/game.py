@@ -440,7 +440,7 @@ def parse_tool_call(call):
     if isinstance(arguments, (str, bytes)):
         try:
             arguments = json.loads(arguments)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:  # RecursionError: nesting deeper than the decoder goes
             raise ToolCallError("the arguments of %s are not valid JSON: %s" % (name, error))
     return name, arguments
 
@@ -1238,7 +1238,11 @@ def _open_out_dir(root, out):
             try:
                 opened = os.open(part, _NOFOLLOW_DIR, dir_fd=current)
             except OSError as error:
-                kind = "a symbolic link" if error.errno == errno.ELOOP else "not a usable directory"
+                try:
+                    linked = stat.S_ISLNK(os.stat(part, dir_fd=current, follow_symlinks=False).st_mode)
+                except OSError:
+                    linked = False
+                kind = "a symbolic link" if linked or error.errno == errno.ELOOP else "not a usable directory"
                 raise CannotPlay("%s is %s (output directory %s); nothing was written" % (part, kind, out))
             os.close(current)
             current = opened

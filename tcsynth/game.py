@@ -886,10 +886,15 @@ def _integer(word, label):
     number = read_integer(word)
     if number is None:
         raise BadCommand(
-            "%s should be an integer in ASCII digits (optional leading -, no leading zeros, at most %d digits), not %r"
-            % (label, DIGITS_LIMIT, word)
+            "%s should be an integer in ASCII digits (optional leading -, no leading zeros, at most %d digits), not %s"
+            % (label, DIGITS_LIMIT, _shown(word))
         )
     return number
+
+
+def _shown(word, width=40):
+    """``repr`` of a command-line word, cut short so an error stays one readable line."""
+    return repr(word) if len(word) <= width else repr(word[:width]) + "..."
 
 
 def _option_value(words, name):
@@ -926,7 +931,7 @@ def _craft_arguments(name, words):
         ingredient = pair[:cut]
         if ingredient in ingredients:
             raise BadCommand("%s= appears more than once" % ingredient)
-        ingredients[ingredient] = _integer(pair[cut + 1:], "N in %r" % pair)
+        ingredients[ingredient] = _integer(pair[cut + 1:], "N in %s" % _shown(pair))
     return {"ingredients": ingredients, "target": [item, count]}
 
 

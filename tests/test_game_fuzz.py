@@ -175,10 +175,10 @@ def mutated(draw, data: bytes) -> bytes:
             at = draw(st.integers(0, len(lines) - 1))
             try:
                 record = json.loads(lines[at])
-            except ValueError:
+            except (ValueError, RecursionError):  # after a "nest" mutation, too deep for json itself
                 continue
             style = draw(st.sampled_from([{}, {"ensure_ascii": False}, {"separators": (",", ":"), "sort_keys": True}, {"indent": 0}]))
-            lines[at] = json.dumps(record, **style).replace("\n", "").encode("utf-8") + b"\n"
+            lines[at] = json.dumps(record, **style).replace("\n", "").encode("utf-8", "surrogatepass") + b"\n"
             data = b"".join(lines)
     return data
 

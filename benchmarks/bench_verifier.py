@@ -87,7 +87,8 @@ def shapes(world, row):
     )
     # The attacks of issue 9 as first found, now cut short by the caps.
     yield "one 32 MiB get_info record (4.19 M items)", ('{"seq":1,"tool":"get_info","args":{"items":[' + ",".join(['"a1"'] * 4190000) + "]}}\n").encode()[: game.LOG_LIMIT - 1] + b"\n"
-    yield "100,000-deep nesting", b'{"seq":1,"tool":"craft","args":{"ingredients":{},"target":["x",' + b"[" * 100000 + b"]" * 100000 + b"]},\"ok\":false}\n"
+    deep = b'{"seq":1,"tool":"craft","args":{"ingredients":{},"target":["x",' + b"[" * 30000 + b"]" * 30000 + b']},"ok":false}\n'
+    yield "30,000-deep nesting in one 60 KiB line", deep
 
 
 # Runs the game file as __main__, then prints the peak RSS of this process since its exec.

@@ -131,6 +131,7 @@ def test_finish_without_the_targets_scores_zero(tasks_dir, data, tmp_path):
     run_script(root / "tests" / "test.sh", root)
     assert reward_of(root) == 0.0
     assert verdict_of(root)["missing"] == records.list_to_counts(row["target_items"])
+    assert verdict_of(root)["reason"].startswith("finished without the targets: ")
 
 
 # --------------------------------------------------------------------------------------- cannot be fooled
@@ -362,6 +363,7 @@ def test_a_fifo_scores_zero_without_hanging(gold_case, tmp_path):
     root = make_sandbox(tmp_path / "sandbox", task_dir)
     os.mkfifo(root / LOG_RELPATH)
     assert grade(root) == 0.0  # run_script's timeout would fail a verifier that blocks
+    assert "is not a regular file" in verdict_of(root)["reason"]
 
 
 def test_a_log_over_32_mib_scores_zero(gold_case, tmp_path):
@@ -410,7 +412,7 @@ def test_a_planted_reward_is_removed_first(gold_case, tmp_path, planted_as):
         capture_output=True, text=True,
     )
     assert result.returncode == 0, result.stderr
-    assert reward_of(root) == 0.0
+    assert reward_of(root) == 0.0 and "never ran a textcraft command" in verdict_of(root)["reason"]
     assert not (out / "reward.txt").exists()
     assert not (out / "reward.json").is_symlink()
     if planted_as == "link":
@@ -444,6 +446,7 @@ def test_log_path_must_be_plainly_relative(gold_case, tmp_path, world, relpath):
     (root / LOG_RELPATH).write_bytes(dump(gold_log(row)))
     report = game.verify(str(root / "tests" / "task.json"), str(root / "tests" / "recipes.json"), str(root), relpath, str(tmp_path / "out"))
     assert report["reward"] == 0.0
+    assert "is not a plain relative path below the root" in report["reason"]
 
 
 def test_score_log_agrees_with_replay_on_the_gold_episode(world, data):

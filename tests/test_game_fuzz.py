@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import List, Mapping
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tcsynth import game, records
@@ -220,7 +219,7 @@ def test_the_verifier_writes_a_reward_for_any_log(world, rows, sandbox, choice):
     expected = check_grading(world, rows[0], data)
     assert (document["reward"], document["reason"]) == (expected.reward, expected.reason)
     assert (out / game.REWARD_FILE).read_text() == '{"reward": %s}\n' % expected.reward
-    assert not game._UNEXPECTED in document["reason"]
+    assert game._UNEXPECTED not in document["reason"]
     assert sorted(os.listdir(out)) == [game.REWARD_FILE, game.VERDICT_FILE]
 
 

@@ -45,11 +45,15 @@ the directory of this file): ``task.json`` (``textcraft-task/1``), ``recipes.jso
     --help                            prints the usage text
 
 Standard output receives the tool's answer verbatim.  Exit codes: 0 when the tool ran; 1 when the game
-turned the call down, that is a craft the rules reject (it is still recorded) or any command once the
-episode has finished (not recorded); 2 when the words do not form a command (no record); 3 when
-``task.json``, ``recipes.json`` or the log is missing or damaged.  COUNT and every N must parse as
-integers or the command is malformed; zero and negative values are handed to the game, which rejects the
-craft in its own words.
+turned the call down, that is a craft the rules reject (it is still recorded), any command once the
+episode has finished, or a log already at its size or record cap (neither recorded); 2 when the words do
+not form a command, or form one whose record would break a cap of the log below (no record); 3 when
+``task.json``, ``recipes.json`` or the log is missing or damaged, or ``recipes.json`` does not hash to the
+``recipes_sha256`` that ``task.json`` names.  COUNT and every N are written as the log writes integers:
+ASCII digits with an optional leading ``-``, no leading zero, no ``-0``, at most 18 digits (so ``" 2"``,
+``+2``, ``2_0``, ``02`` and non-ASCII digits are malformed); zero and negative values are handed to the
+game, which rejects the craft in its own words.  A ``--json`` argument is held to the same caps before it
+is decoded.
 
 The action log
 --------------
@@ -58,33 +62,57 @@ inventory.  Every line is one record of compact ASCII JSON terminated by a newli
 ``{"seq": n, "tool": TOOL, "args": {...}}``, where ``seq`` is 1 on the first line and rises by one per
 line; a craft's record also carries ``"ok": true`` (accepted) or ``"ok": false`` (rejected).  A command
 holds an exclusive ``flock`` on the log from the moment it reads it until its own record is appended, so
-parallel commands take turns.  The log has to be a regular file of 32 MiB or less, and it is never opened
-through a symbolic link.
+parallel commands take turns.  The log has to be a regular file, and it is never opened through a
+symbolic link.  Each line must be byte for byte what the command writes for its record (keys in the
+order seq, tool, args, ok; numbers in their shortest form).  The log is read one line at a time, and
+these caps are checked before a line is decoded, so no input reaches a recursion limit or costs memory
+beyond the log's own size:
+
+=====================  ===========  ===================================================================
+cap                    value        why it never binds honest play
+=====================  ===========  ===================================================================
+log size               32 MiB       the largest gold log is 61 KiB
+records                100,000      the longest gold solution has 550 crafts
+bytes in one record    65,536       a shell word is at most 128 KiB; a gold record is under 200 bytes
+arrays and objects     32           a record has 3 or 4; more only in nonsense ``--json`` arguments
+  in one record                     (the cap bounds nesting depth too)
+digits in one number   18           counts beyond 10**18 cannot be held; Python 3.11+ refuses to read
+                                    integers of more than 4,300 digits and 3.8 does not
+=====================  ===========  ===================================================================
 
 The verifier
 ------------
 ``textcraft_game.py verify --task T --recipes R --root ROOT --log RELPATH --out DIR`` is the grader.  T and
-R are the grader's own copies; only the log at ``ROOT/RELPATH`` comes from the agent.  The first thing it
-does is delete any ``reward.json``, ``reward.txt`` or ``textcraft-verdict.json`` already in DIR.  Then it
-writes, each through an atomic rename, ``reward.json`` (``{"reward": 1.0}`` or ``{"reward": 0.0}``) and
+R are the grader's own copies; only the log at ``ROOT/RELPATH`` comes from the agent.  DIR is reached
+without following any link: from ROOT when it lies below ROOT, else from its parent, each component is
+opened relative to the one before with ``O_NOFOLLOW | O_DIRECTORY`` (and created if absent), and every
+file below is removed, created and renamed through that directory's descriptor.  A link or non-directory
+on the way, or a directory it cannot write, ends the run with exit status 3 before anything is written.
+The first thing it does in DIR is delete any ``reward.json``, ``reward.txt`` or ``textcraft-verdict.json``
+(a directory of that name is renamed aside to ``.stale-NAME-XXXX``).  Then it writes, each through an
+atomic rename, ``reward.json`` (``{"reward": 1.0}`` or ``{"reward": 0.0}``) and
 ``textcraft-verdict.json`` (environment, task, reward, reason, records, crafts, finished, missing,
-log_bytes), and exits 0.  Reward 1.0 needs a log the game could have produced that ends in ``finish`` with
+log_bytes), and exits 0.  Whatever bytes the log holds, that is what happens: reward 0.0 with the
+reason in the verdict.  Reward 1.0 needs a log the game could have produced that ends in ``finish`` with
 a non-empty message and shows every target gained.  Anything doubtful scores 0.0: a symbolic link at any
 step of RELPATH below ROOT (each step is opened relative to its parent directory with ``O_NOFOLLOW``;
 ROOT itself is trusted), a final entry that is not a regular file (a FIFO, say), more than 32 MiB, bytes
-that are not UTF-8, a last line without its newline, a line that is anything but one bare JSON object
+outside ASCII, a last line without its newline, a line that is anything but one bare JSON object
 (blank, padded, CRLF-terminated), a repeated key, NaN or Infinity (written out or reached by overflow),
-missing or extra keys, wrong numbering, an unknown tool or malformed arguments, any record after
-``finish``, or a craft whose ``ok`` contradicts the rules.  A log that does not exist scores 0.0 as well.
-If T or R cannot be read, the setup is at fault: exit status 3 and no reward file.
+missing or extra keys, wrong numbering, an unknown tool or malformed arguments, a line that breaks a
+cap above or is not written as the command writes it, any record after ``finish``, or a craft whose
+``ok`` contradicts the rules.  A log that does not exist scores 0.0 as well.  If T or R cannot be read,
+or R does not hash to T's ``recipes_sha256``, the setup is at fault: exit status 3 and no reward file.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import math
 import os
+import re
 import stat
 import sys
 from collections import namedtuple
@@ -412,7 +440,7 @@ def parse_tool_call(call):
     if isinstance(arguments, (str, bytes)):
         try:
             arguments = json.loads(arguments)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:  # RecursionError: nesting deeper than the decoder goes
             raise ToolCallError("the arguments of %s are not valid JSON: %s" % (name, error))
     return name, arguments
 
@@ -499,10 +527,24 @@ def replay(world, task, calls):
 # A Harbor task runs the game once per command, so nothing survives between two commands except a file
 # of call records.  Replaying those records from the task's starting inventory rebuilds the whole state;
 # a craft's record also notes whether it was accepted, which lets the grader check each record honestly.
+#
+# The log is the one input an agent controls, so it is read one line at a time and every line is held to
+# caps before it is decoded: a line's length, how many JSON arrays and objects it opens (which also bounds
+# how deep they nest, so the decoder's recursion stays shallow on every Python) and how many digits a
+# number may have (Python 3.11+ refuses to read integers past 4,300 digits; 3.8 does not).  The command
+# refuses to write a record beyond these caps, so every record it writes is one the reader accepts.
 
 LOG_NAME = "actions.jsonl"
-LOG_LIMIT = 32 * 1024 * 1024  # bytes; no real episode comes near this
+LOG_LIMIT = 32 * 1024 * 1024  # bytes in the whole log; no real episode comes near this
+RECORD_LIMIT = 100000  # records in the whole log; the longest gold solution has 550
+LINE_LIMIT = 64 * 1024  # bytes in one record, newline excluded
+CONTAINER_LIMIT = 32  # JSON arrays and objects in one record (a craft's own record has 4)
+DIGITS_LIMIT = 18  # digits in one number: counts and seq lie between -(10**18 - 1) and 10**18 - 1
 _RECORD_FIELDS = frozenset(("seq", "tool", "args"))
+# A run of too many digits outside strings; any float json.dumps writes has at most 17.
+_LONG_NUMBER = re.compile("[0-9]{%d}" % (DIGITS_LIMIT + 1))
+# How the game writes an integer: ASCII digits, an optional leading minus, no leading zero, no "-0".
+_INTEGER_WORD = re.compile("-?(?:0|[1-9][0-9]{0,%d})" % (DIGITS_LIMIT - 1))
 
 
 class LogFault(ValueError):
@@ -514,7 +556,8 @@ class _StrictDecoder(json.JSONDecoder):
 
     Python's own reader quietly keeps the last of two equal member names and accepts ``NaN``,
     ``Infinity`` and numbers so large they become infinite; none of these can come from the game's own
-    ``json.dumps``, so this reader fails on each of them with a ``ValueError``.
+    ``json.dumps``, so this reader fails on each of them with a ``ValueError``.  It decodes recursively:
+    call :func:`json_shape_problem` first on text from outside.
     """
 
     def __init__(self):
@@ -549,11 +592,61 @@ class _StrictDecoder(json.JSONDecoder):
 
 
 _STRICT = _StrictDecoder()
+# The log reader's decoder: the strict one's refusals, but objects built in C.  A repeated member name
+# cannot slip through it: the rebuilt dict loses a member, so the line is not what format_record writes.
+_LOG_DECODER = json.JSONDecoder(parse_constant=_StrictDecoder._refuse_constant, parse_float=_StrictDecoder._bounded_float)
+
+
+def _compact_encoder():
+    """``value -> str``: ``json.dumps(value, separators=(",", ":"), allow_nan=False)`` (ASCII).
+
+    ``json.dumps`` builds a new C encoder on every call, which costs more than encoding a small record;
+    the log reader re-encodes every record, so it keeps one.  ``c_make_encoder`` is CPython's own, with
+    the same arguments on 3.8 to 3.13; the plain encoder stands in wherever it is absent or differs.
+    """
+    plain = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is not None:
+        try:
+            encode = make(None, plain.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, False)
+            sample = {"a": [1, -2.5, "\u00e9\ud83d", True, None, {}], "b": ""}
+            if "".join(encode(sample, 0)) == plain.encode(sample):
+                return lambda value: "".join(encode(value, 0))
+        except Exception:  # pragma: no cover - an interpreter whose private encoder differs
+            pass
+    return plain.encode  # pragma: no cover
+
+
+_compact_json = _compact_encoder()
 
 
 def loads_strict(text):
-    """Parse JSON text (surrounding whitespace allowed) with :class:`_StrictDecoder`'s refusals."""
+    """Parse JSON text (surrounding whitespace allowed) with :class:`_StrictDecoder`'s refusals.
+
+    Only for trusted text, or text that :func:`json_shape_problem` has passed: the decoder recurses.
+    """
     return _STRICT.decode(text)
+
+
+def json_shape_problem(text):
+    """Why JSON ``text`` breaks :data:`CONTAINER_LIMIT` or :data:`DIGITS_LIMIT` (a phrase), or None.
+
+    Found without decoding, in a few linear passes that run in C: escaped backslashes and quotes are
+    dropped, so the remaining quotes delimit strings, and only the text between strings is counted.  For
+    valid JSON the count is exact; for anything else it is at least the depth the decoder can reach before
+    it fails, so a text passed here cannot drive the decoder deeper than the cap.
+    """
+    if (text.count("[") + text.count("{") <= CONTAINER_LIMIT) and _LONG_NUMBER.search(text) is None:
+        return None  # strings included, so this count is an upper bound
+    between = text.replace("\\\\", "").replace('\\"', "").split('"')[0::2]
+    containers = 0
+    for part in between:
+        containers += part.count("[") + part.count("{")
+        if _LONG_NUMBER.search(part):
+            return "has a number of more than %d digits" % DIGITS_LIMIT
+    if containers > CONTAINER_LIMIT:
+        return "opens %d JSON arrays and objects (at most %d)" % (containers, CONTAINER_LIMIT)
+    return None
 
 
 def format_record(seq, tool, arguments, accepted=None):
@@ -561,26 +654,41 @@ def format_record(seq, tool, arguments, accepted=None):
     fields = {"seq": seq, "tool": tool, "args": arguments}
     if tool == "craft":
         fields["ok"] = accepted is True
-    text = json.dumps(fields, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
-    return (text + "\n").encode("ascii")
+    return (_compact_json(fields) + "\n").encode("ascii")
 
 
 # One checked record; ``ok`` is None except on crafts.
 LoggedCall = namedtuple("LoggedCall", ("tool", "args", "ok"))
 
 
+_CRAFT_FIELDS = _RECORD_FIELDS | {"ok"}
+
+
 def _check_line(number, line):
-    """The :class:`LoggedCall` written on line ``number`` (counted from 1), or :class:`LogFault`."""
+    """The :class:`LoggedCall` on line ``number`` (counted from 1; ``line`` is bytes without its newline).
+
+    Raises :class:`LogFault` unless the line is exactly the bytes :func:`format_record` writes for it.
+    """
+    if len(line) > LINE_LIMIT:
+        raise LogFault("line %d is longer than %d bytes" % (number, LINE_LIMIT))
+    if not line.isascii():
+        raise LogFault("line %d holds bytes outside ASCII" % number)
+    text = line.decode("ascii")
+    shape = json_shape_problem(text)
+    if shape is not None:
+        raise LogFault("line %d %s" % (number, shape))
     try:
-        record = _STRICT.whole_value(line)
+        record, end = _LOG_DECODER.raw_decode(text)
     except ValueError as error:
         raise LogFault("line %d is not a single JSON value (%s)" % (number, error))
+    if end != len(text):
+        raise LogFault("line %d is not a single JSON value (unexpected text after the value at character %d)" % (number, end))
     if type(record) is not dict:
         raise LogFault("line %d holds a JSON %s where an object belongs" % (number, _type_name(record)))
     tool = record.get("tool")
     if type(tool) is not str or tool not in TOOL_PARAMETERS:
         raise LogFault("line %d: %s is not a tool of the game" % (number, json.dumps(tool)))
-    wanted = _RECORD_FIELDS | {"ok"} if tool == "craft" else _RECORD_FIELDS
+    wanted = _CRAFT_FIELDS if tool == "craft" else _RECORD_FIELDS
     if record.keys() != wanted:
         unexpected = sorted(set(record) - wanted)
         absent = sorted(wanted - set(record))
@@ -591,36 +699,78 @@ def _check_line(number, line):
     seq = record["seq"]
     if type(seq) is not int or seq != number:
         raise LogFault("line %d: seq should be %d but reads %s" % (number, number, json.dumps(seq)))
-    complaint = argument_problem(tool, record["args"])
+    arguments = record["args"]
+    complaint = argument_problem(tool, arguments)
     if complaint is not None:
         raise LogFault("line %d: %s" % (number, complaint))
     accepted = record.get("ok")
     if tool == "craft" and type(accepted) is not bool:
         raise LogFault("line %d: a craft's ok flag has to be a JSON boolean" % number)
-    return LoggedCall(tool, record["args"], accepted)
+    if format_record(seq, tool, arguments, accepted)[:-1] != line:
+        try:
+            _STRICT.whole_value(text)  # names a repeated member, if that is the difference
+        except ValueError as error:
+            raise LogFault("line %d is not a single JSON value (%s)" % (number, error))
+        raise LogFault(
+            "line %d is not written as the game writes it (compact ASCII JSON, fields in the order seq, tool, "
+            "args, ok, numbers in their shortest form)" % number
+        )
+    return LoggedCall(tool, arguments, accepted)
 
 
-def read_log(data):
-    """Split and check the bytes of an action log; returns its :class:`LoggedCall` list.
+def iter_log(data):
+    """Check the bytes of an action log line by line, yielding each :class:`LoggedCall` in turn.
 
-    Only the form is checked here (size, encoding, line endings, each record's fields and numbering);
-    whether the recorded outcomes are true is settled by :func:`replay_log`.
+    Only the form is checked here (size, line endings, each record's bytes, fields and numbering);
+    whether the recorded outcomes are true is settled on replay.  Lines are cut and decoded one at a
+    time, so memory stays near the size of ``data`` whatever its shape.
     """
     if len(data) > LOG_LIMIT:
         raise LogFault("the log exceeds the 32 MiB limit (%d bytes allowed)" % LOG_LIMIT)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise LogFault("the log is not UTF-8 (byte %d)" % error.start)
-    lines = text.split("\n")
-    if lines.pop() != "":
+    if data and not data.endswith(b"\n"):
         raise LogFault("the log's final line is missing its newline")
-    return [_check_line(number, line) for number, line in enumerate(lines, 1)]
+    start, end, number = 0, len(data), 0
+    find = data.find
+    while start < end:
+        stop = find(b"\n", start)
+        number += 1
+        if number > RECORD_LIMIT:
+            raise LogFault("the log holds more than %d records" % RECORD_LIMIT)
+        if stop - start > LINE_LIMIT:
+            raise LogFault("line %d is longer than %d bytes" % (number, LINE_LIMIT))
+        yield _check_line(number, data[start:stop])
+        start = stop + 1
+
+
+def read_log(data):
+    """The :class:`LoggedCall` list of an action log's bytes (see :func:`iter_log`), or :class:`LogFault`."""
+    return list(iter_log(data))
 
 
 def craft_succeeded(answer):
     """True when a ``craft`` answer reports success."""
     return answer.startswith(CRAFTED_PREFIX)
+
+
+def _apply_record(game, number, call):
+    """Play record ``number`` on ``game`` as a replay must; :class:`LogFault` if the game would not have written it.
+
+    Returns the craft's answer, or None for the other tools: ``get_info`` and ``view_inventory`` change
+    nothing, so a replay need not compute what they printed.
+    """
+    if game.finished:
+        raise LogFault("line %d follows the finish call" % number)
+    tool = call.tool
+    if tool == "craft":
+        arguments = call.args
+        answer = game.craft(arguments["ingredients"], arguments["target"])
+        if craft_succeeded(answer) != call.ok:
+            truth = "accept" if craft_succeeded(answer) else "reject"
+            raise LogFault("line %d: ok is %s, yet the rules %s this craft" % (number, json.dumps(call.ok), truth))
+        return answer
+    if tool == "finish":
+        game.finish(call.args["message"])
+    return None
 
 
 def replay_log(game, calls):
@@ -630,27 +780,39 @@ def replay_log(game, calls):
     once the episode had finished, or a craft whose ``ok`` flag disagrees with the rules.
     """
     for number, call in enumerate(calls, 1):
-        if game.finished:
-            raise LogFault("line %d follows the finish call" % number)
-        answer = game.call(call.tool, call.args)
-        if call.tool == "craft" and craft_succeeded(answer) != call.ok:
-            truth = "accept" if craft_succeeded(answer) else "reject"
-            raise LogFault("line %d: ok is %s, yet the rules %s this craft" % (number, json.dumps(call.ok), truth))
-        yield answer
+        if call.tool == "craft" or game.finished:
+            yield _apply_record(game, number, call)
+        else:
+            yield game.call(call.tool, call.args)
 
 
 _INVALID_LOG = "invalid action log: "
 
 
-def score_log(world, task, data):
-    """The :class:`Verdict` on the bytes of an action log for ``task``."""
-    game = Game.for_task(world, task)
-    answers = []
+def _replay_bytes(game, data):
+    """Check and replay the log ``data`` on ``game``, one line at a time; returns the number of records.
+
+    Raises :class:`LogFault` (its ``records`` attribute: the records replayed before the fault).
+    """
+    done = 0
     try:
-        answers.extend(replay_log(game, read_log(data)))
+        for number, call in enumerate(iter_log(data), 1):
+            _apply_record(game, number, call)
+            done = number
     except LogFault as fault:
-        return judge(game, len(answers), answers, _INVALID_LOG + str(fault))
-    return judge(game, len(answers), answers)
+        fault.records = done
+        raise
+    return done
+
+
+def score_log(world, task, data):
+    """The :class:`Verdict` on the bytes of an action log for ``task`` (no observations are kept)."""
+    game = Game.for_task(world, task)
+    try:
+        records = _replay_bytes(game, data)
+    except LogFault as fault:
+        return judge(game, fault.records, [], _INVALID_LOG + str(fault))
+    return judge(game, records, [])
 
 
 # ------------------------------------------------------------------------------------------ textcraft command
@@ -709,19 +871,44 @@ class CannotPlay(Exception):
     """The episode's files cannot be used, so the command cannot run."""
 
 
+def read_integer(word):
+    """The int a command-line word spells, or None unless it is written as the log writes numbers.
+
+    That is ASCII digits with an optional leading ``-``, no leading zero, no ``-0`` and at most
+    :data:`DIGITS_LIMIT` digits: ``" 2"``, ``"+2"``, ``"2_0"``, ``"02"`` and non-ASCII digits are refused.
+    """
+    if _INTEGER_WORD.fullmatch(word) is None or word == "-0":
+        return None
+    return int(word)
+
+
 def _integer(word, label):
-    try:
-        return int(word)
-    except ValueError:
-        raise BadCommand("%s should be an integer, not %r" % (label, word))
+    number = read_integer(word)
+    if number is None:
+        raise BadCommand(
+            "%s should be an integer in ASCII digits (optional leading -, no leading zeros, at most %d digits), not %s"
+            % (label, DIGITS_LIMIT, _shown(word))
+        )
+    return number
+
+
+def _shown(word, width=40):
+    """``repr`` of a command-line word, cut short so an error stays one readable line."""
+    return repr(word) if len(word) <= width else repr(word[:width]) + "..."
 
 
 def _option_value(words, name):
     """The JSON value given as the only word after ``NAME --json``."""
     if len(words) != 1:
         raise BadCommand("%s --json expects a single argument, got %d" % (name, len(words)))
+    text = words[0]
+    if len(text) > LINE_LIMIT:
+        raise BadCommand("%s --json: the JSON is longer than %d characters" % (name, LINE_LIMIT))
+    shape = json_shape_problem(text)
+    if shape is not None:
+        raise BadCommand("%s --json: the JSON %s" % (name, shape))
     try:
-        return loads_strict(words[0])
+        return loads_strict(text)
     except ValueError as error:
         raise BadCommand("%s --json: cannot parse the JSON: %s" % (name, error))
 
@@ -744,7 +931,7 @@ def _craft_arguments(name, words):
         ingredient = pair[:cut]
         if ingredient in ingredients:
             raise BadCommand("%s= appears more than once" % ingredient)
-        ingredients[ingredient] = _integer(pair[cut + 1:], "N in %r" % pair)
+        ingredients[ingredient] = _integer(pair[cut + 1:], "N in %s" % _shown(pair))
     return {"ingredients": ingredients, "target": [item, count]}
 
 
@@ -780,11 +967,26 @@ _COMMANDS = {
 }
 
 
+# A seq no log under LOG_LIMIT reaches: a record that fits the caps with it fits them with its real seq.
+_SEQ_PROBE = 10 ** 8 - 1
+
+
+def record_problem(tool, arguments):
+    """Why the log could not hold a record of this call (a phrase), or None; :func:`_check_line` decides."""
+    line = format_record(_SEQ_PROBE, tool, arguments, False)[:-1]
+    try:
+        _check_line(_SEQ_PROBE, line)
+    except LogFault as fault:
+        return str(fault).replace("line %d" % _SEQ_PROBE, "its record", 1)
+    return None
+
+
 def read_command(words):
     """The ``(tool, arguments)`` a command line asks for, or :class:`BadCommand`.
 
     Only the shape of the command is judged here; whether a craft makes sense (including a count of zero
-    or below) is the game's question, so such a craft is played and recorded.
+    or below) is the game's question, so such a craft is played and recorded.  A call whose record the
+    log's reader would refuse (past a cap) is refused here, so the command never writes such a record.
     """
     if not words:
         raise BadCommand("missing command")
@@ -792,7 +994,11 @@ def read_command(words):
     if entry is None:
         raise BadCommand("%r is not a textcraft command" % words[0])
     tool, reader = entry
-    return tool, reader(words[0], list(words[1:]))
+    arguments = reader(words[0], list(words[1:]))
+    problem = record_problem(tool, arguments)
+    if problem is not None:
+        raise BadCommand("%s cannot be recorded: %s" % (words[0], problem))
+    return tool, arguments
 
 
 def _game_dir():
@@ -808,16 +1014,25 @@ def read_task_file(path):
     if kind != TASK_FORMAT:
         raise ValueError("%s: format %s, expected %s" % (path, json.dumps(kind), TASK_FORMAT))
     task_state(document)  # raises when either count map is absent or malformed
+    if type(document.get("recipes_sha256")) is not str:
+        raise ValueError("%s: recipes_sha256 is missing" % path)
     return document
 
 
-_SETUP_ERRORS = (OSError, ValueError, KeyError, TypeError, AttributeError)
+# RecursionError: trusted files are decoded without the caps, so a deeply nested one must still be a fault.
+_SETUP_ERRORS = (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError)
 
 
 def _world_and_task(recipes_path, task_path):
-    """``(World, task)``; any failure surfaces as :class:`CannotPlay`."""
+    """``(World, task)``, the recipes checked against the task's ``recipes_sha256``; else :class:`CannotPlay`."""
     try:
-        return World.from_file(recipes_path), read_task_file(task_path)
+        task = read_task_file(task_path)
+        with open(recipes_path, "rb") as stream:
+            recipes = stream.read()
+        digest = hashlib.sha256(recipes).hexdigest()
+        if digest != task["recipes_sha256"]:
+            raise ValueError("%s has sha256 %s, but task.json names %s" % (recipes_path, digest, task["recipes_sha256"]))
+        return World(json.loads(recipes.decode("utf-8"))), task
     except _SETUP_ERRORS as error:
         raise CannotPlay("unusable game files (%s, %s): %s" % (recipes_path, task_path, error))
 
@@ -855,23 +1070,29 @@ def play_command(directory, tool, arguments):
     fd = _open_log(path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        history = _read_capped(fd, LOG_LIMIT)
+        try:
+            history = _read_capped(fd, LOG_LIMIT)
+        except OSError as error:
+            raise CannotPlay("%s cannot be read: %s" % (path, error.strerror or error))
         game = Game.for_task(world, task)
         try:
-            calls = read_log(history)
-            for _ in replay_log(game, calls):
-                pass
+            recorded = _replay_bytes(game, history)
         except LogFault as fault:
             raise CannotPlay("%s cannot be replayed, so play cannot continue: %s" % (path, fault))
         if game.finished:
             return EPISODE_OVER, EXIT_REFUSED
         answer = game.call(tool, arguments)
         accepted = craft_succeeded(answer) if tool == "craft" else None
-        record = format_record(len(calls) + 1, tool, arguments, accepted)
+        record = format_record(recorded + 1, tool, arguments, accepted)
+        if recorded >= RECORD_LIMIT:
+            return "Error: the action log already holds %d records, its limit; nothing was recorded" % RECORD_LIMIT, EXIT_REFUSED
         if len(history) + len(record) > LOG_LIMIT:
             return "Error: no room is left in the %d-byte action log; nothing was recorded" % LOG_LIMIT, EXIT_REFUSED
-        with open(fd, "ab", closefd=False) as stream:
-            stream.write(record)
+        try:
+            with open(fd, "ab", closefd=False) as stream:
+                stream.write(record)
+        except OSError as error:
+            raise CannotPlay("%s cannot be appended to: %s" % (path, error.strerror or error))
         return answer, EXIT_REFUSED if accepted is False else EXIT_OK
     finally:
         os.close(fd)  # closing drops the lock too
@@ -988,74 +1209,147 @@ def fetch_log(root, relpath):
     return data
 
 
-def _remove_stale_outputs(out):
-    os.makedirs(out, exist_ok=True)
+_NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_out_dir(root, out):
+    """A descriptor of the output directory ``out``, every step to it taken without following a link.
+
+    The walk starts from a directory the caller vouches for: ROOT when ``out`` lies below it (as
+    ``tests/test.sh`` puts it), else ``out``'s parent.  Each later component is opened relative to the
+    previous one with ``O_NOFOLLOW | O_DIRECTORY`` and created (mode 0755) if absent.  A link, or
+    anything but a directory, on the way raises :class:`CannotPlay` before anything is written.
+    """
+    root_abs, out_abs = os.path.abspath(root), os.path.abspath(out)
+    try:
+        below_root = out_abs != root_abs and os.path.commonpath([root_abs, out_abs]) == root_abs
+    except ValueError:
+        below_root = False
+    start, rest = (root_abs, os.path.relpath(out_abs, root_abs)) if below_root else os.path.split(out_abs)
+    if not rest:
+        raise CannotPlay("%s cannot be the output directory" % out)
+    try:
+        current = os.open(start, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as error:
+        raise CannotPlay("the output directory's parent %s cannot be opened: %s" % (start, error.strerror or error))
+    try:
+        for part in rest.split(os.sep):
+            try:
+                os.mkdir(part, 0o755, dir_fd=current)
+            except FileExistsError:
+                pass
+            except OSError as error:
+                raise CannotPlay("%s cannot be created in %s: %s" % (part, start, error.strerror or error))
+            try:
+                opened = os.open(part, _NOFOLLOW_DIR, dir_fd=current)
+            except OSError as error:
+                try:
+                    linked = stat.S_ISLNK(os.stat(part, dir_fd=current, follow_symlinks=False).st_mode)
+                except OSError:
+                    linked = False
+                kind = "a symbolic link" if linked or error.errno == errno.ELOOP else "not a usable directory"
+                raise CannotPlay("%s is %s (output directory %s); nothing was written" % (part, kind, out))
+            os.close(current)
+            current = opened
+        found, current = current, -1
+        return found
+    finally:
+        if current >= 0:
+            os.close(current)
+
+
+def _remove_stale_outputs(out_fd):
+    """Clear the output names in the directory ``out_fd`` without following links.
+
+    A file or link is unlinked; a directory is renamed aside (``.stale-NAME-XXXX``), which frees the
+    name without walking a tree the agent may have built.
+    """
     for name in _STALE_OUTPUTS:
-        target = os.path.join(out, name)
         try:
-            mode = os.lstat(target).st_mode
+            mode = os.stat(name, dir_fd=out_fd, follow_symlinks=False).st_mode
         except FileNotFoundError:
             continue
         if stat.S_ISDIR(mode):
-            import shutil
-
-            shutil.rmtree(target)
+            aside = ".stale-%s-%s" % (name, os.urandom(6).hex())
+            os.rename(name, aside, src_dir_fd=out_fd, dst_dir_fd=out_fd)
         else:
-            os.unlink(target)
+            os.unlink(name, dir_fd=out_fd)
 
 
-def _publish(out, name, text):
-    """Put ``text`` at ``out/name`` atomically: a private temporary file, then a rename over the name."""
-    staging = os.path.join(out, ".%s.%s.partial" % (name, os.urandom(6).hex()))
-    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+def _publish(out_fd, name, text):
+    """Put ``text`` at ``name`` in the directory ``out_fd`` atomically: a private temporary file, then a rename."""
+    staging = ".%s.%s.partial" % (name, os.urandom(6).hex())
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(staging, flags, 0o600, dir_fd=out_fd)
     try:
         with open(fd, "wb") as stream:
             stream.write(text.encode("utf-8"))
             stream.flush()
             os.fchmod(stream.fileno(), 0o644)
-        os.replace(staging, os.path.join(out, name))
+        os.replace(staging, name, src_dir_fd=out_fd, dst_dir_fd=out_fd)
     except BaseException:
         try:
-            os.unlink(staging)
-        except FileNotFoundError:
+            os.unlink(staging, dir_fd=out_fd)
+        except OSError:
             pass
         raise
+
+
+_UNEXPECTED = "the verifier failed on this log, so it cannot count: "
+
+
+def _grade(world, task, root, relpath):
+    """``(Verdict, log size or None)`` for the agent's log; never raises for anything the agent wrote."""
+    data = None
+    try:
+        data = fetch_log(root, relpath)
+        if data is None:
+            return judge(Game.for_task(world, task), 0, [], _NO_LOG), None
+        return score_log(world, task, data), len(data)
+    except LogFault as fault:
+        return judge(Game.for_task(world, task), 0, [], _INVALID_LOG + str(fault)), None
+    except (Exception, RecursionError) as error:  # a last resort: the caps should make this unreachable
+        size = len(data) if data is not None else None
+        return judge(Game.for_task(world, task), 0, [], _UNEXPECTED + "%s: %s" % (_type_name(error), error)), size
 
 
 def verify(task_path, recipes_path, root, relpath, out):
     """Grade the agent's log at ``root/relpath`` and write the reward and the verdict into ``out``.
 
-    Old outputs are removed before anything else.  The task and recipes are the grader's trusted copies:
-    if they cannot be read the fault is the setup's, so :class:`CannotPlay` is raised and no reward is
-    written.  Returns the verdict document.
+    The output directory is opened first, without following links (:func:`_open_out_dir`), and old
+    outputs are removed from it.  The task and recipes are the grader's trusted copies: if they cannot
+    be read or disagree (``recipes_sha256``), the fault is the setup's.  Every setup fault, and an output
+    directory that cannot be used safely, raises :class:`CannotPlay` with no reward written.  Returns the
+    verdict document.
     """
-    _remove_stale_outputs(out)
-    world, task = _world_and_task(recipes_path, task_path)
-    data = None
+    out_fd = _open_out_dir(root, out)
     try:
-        data = fetch_log(root, relpath)
-    except LogFault as fault:
-        verdict = judge(Game.for_task(world, task), 0, [], _INVALID_LOG + str(fault))
-    else:
-        if data is None:
-            verdict = judge(Game.for_task(world, task), 0, [], _NO_LOG)
-        else:
-            verdict = score_log(world, task, data)
-    document = {
-        "environment": ENVIRONMENT,
-        "task": task.get("name"),
-        "reward": verdict.reward,
-        "reason": verdict.reason,
-        "records": verdict.calls,
-        "crafts": verdict.crafts,
-        "finished": verdict.finished,
-        "missing": dict(verdict.missing),
-        "log_bytes": len(data) if data is not None else None,
-    }
-    # The verdict first: a reward file never appears without its reasons.
-    for name, content in ((VERDICT_FILE, document), (REWARD_FILE, {"reward": verdict.reward})):
-        _publish(out, name, json.dumps(content, indent=1 if content is document else None, sort_keys=True) + "\n")
-    return document
+        try:
+            _remove_stale_outputs(out_fd)
+        except OSError as error:
+            raise CannotPlay("old outputs in %s cannot be removed: %s" % (out, error.strerror or error))
+        world, task = _world_and_task(recipes_path, task_path)
+        verdict, size = _grade(world, task, root, relpath)
+        document = {
+            "environment": ENVIRONMENT,
+            "task": task.get("name"),
+            "reward": verdict.reward,
+            "reason": verdict.reason,
+            "records": verdict.calls,
+            "crafts": verdict.crafts,
+            "finished": verdict.finished,
+            "missing": dict(verdict.missing),
+            "log_bytes": size,
+        }
+        # The verdict first: a reward file never appears without its reasons.
+        try:
+            for name, content in ((VERDICT_FILE, document), (REWARD_FILE, {"reward": verdict.reward})):
+                _publish(out_fd, name, json.dumps(content, indent=1 if content is document else None, sort_keys=True) + "\n")
+        except OSError as error:
+            raise CannotPlay("the reward cannot be written to %s: %s" % (out, error.strerror or error))
+        return document
+    finally:
+        os.close(out_fd)
 
 
 def verify_command(words):

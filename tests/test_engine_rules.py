@@ -231,3 +231,95 @@ def test_worlds_with_tag_ingredients_are_refused():
     document = dict(MINI, tags={"tag:wood": ["wood"]})
     with pytest.raises(ValueError, match="tag"):
         World(document)
+
+
+# ---------------------------------------------- the quick recipe test in Game.craft and the full checks agree
+#
+# Game.craft finds the recipe to apply with a quick pass/fail test and runs the full checks
+# (_first_passing_recipe, which also writes the error text) only when that test finds none.  Both must pick
+# the same recipe for every call; this compares them on many generated calls.
+
+
+def _random_world(rng):
+    """A world where most items have two or three recipes over overlapping ingredients."""
+    base = ["b%d" % n for n in range(6)]
+    recipes = {}
+    for n in range(12):
+        options = []
+        for _ in range(rng.choice((1, 2, 3))):
+            parts = rng.sample(base + sorted(recipes), rng.randint(1, 3))
+            options.append({"result_count": rng.choice((1, 1, 2, 3, 4)), "ingredients": [[p, rng.randint(1, 3)] for p in parts]})
+        recipes["c%d" % n] = options
+    return World({"format": "textcraft-recipes/1", "name": "random", "base_items": base, "depths": {}, "tags": {}, "recipes": recipes})
+
+
+ODD_AMOUNTS = [0, -1, True, 1.0, "1", None, [1]]
+
+
+def _generated_call(rng, world):
+    """(inventory, ingredients, item, count) near a recipe of a random item, often slightly wrong."""
+    item = rng.choice(sorted(world.recipes)) if rng.random() < 0.95 else rng.choice(["b0", "nothing"])
+    options = world.recipes.get(item) or ((1, (("b0", 1),)),)
+    result_count, parts = rng.choice(options)
+    crafts = rng.randint(1, 3)
+    count = result_count * crafts + (rng.choice((-1, 1)) if rng.random() < 0.1 else 0)
+    if count <= 0 or rng.random() < 0.02:
+        count = True if rng.random() < 0.5 else 1
+    ingredients = {name: per * crafts for name, per in parts}
+    roll = rng.random()
+    names = list(ingredients)
+    if roll < 0.1 and names:
+        del ingredients[rng.choice(names)]
+    elif roll < 0.2:
+        ingredients[rng.choice(["b0", "b5", "c1", "zz"])] = rng.randint(1, 4)
+    elif roll < 0.3 and names:
+        ingredients[rng.choice(names)] += rng.choice((-1, 1))
+    elif roll < 0.4 and names:
+        ingredients[rng.choice(names)] = rng.choice(ODD_AMOUNTS)
+    elif roll < 0.45:
+        ingredients = dict(reversed(list(ingredients.items())))
+    inventory = {}
+    for name, per in parts:
+        if rng.random() < 0.9:
+            held = per * crafts + rng.choice((0, 0, 0, 1, -1, 5))
+            if held > 0:
+                inventory[name] = held
+    if rng.random() < 0.3:
+        inventory[item] = rng.randint(1, 3)
+    rng.shuffle(names)
+    return inventory, ingredients, item, count
+
+
+def _expected_by_full_checks(world, inventory, ingredients, item, count):
+    """(answer, inventory after) when the recipe comes from the full checks alone."""
+    from tcsynth.game import _first_passing_recipe
+
+    after = dict(inventory)
+    picked = _first_passing_recipe(world.recipes.get(item), item, ingredients, count, after)
+    if isinstance(picked, str):
+        return picked, after
+    result_count, parts = picked
+    crafts = count // result_count
+    for name, per in parts:
+        after[name] -= per * crafts
+        if after[name] == 0:
+            del after[name]
+    after[item] = after.get(item, 0) + result_count * crafts
+    return "Successfully crafted %d %s(s)" % (result_count * crafts, item), after
+
+
+@pytest.mark.parametrize("which", ["mini", "random", "textcraft-synth"])
+def test_the_quick_recipe_test_and_the_full_checks_agree(which, world):
+    import random
+
+    rng = random.Random(14)
+    chosen = {"mini": World(MINI), "random": _random_world(rng), "textcraft-synth": world}[which]
+    outcomes = {"accepted": 0, "rejected": 0}
+    for _ in range(20000):
+        inventory, ingredients, item, count = _generated_call(rng, chosen)
+        game = Game(chosen, {}, inventory)
+        answer = game.craft(ingredients, [item, count])
+        expected, after = _expected_by_full_checks(chosen, inventory, ingredients, item, count)
+        assert (answer, list(game.inventory.items())) == (expected, list(after.items())), (inventory, ingredients, item, count)
+        outcomes["accepted" if answer.startswith("Successfully") else "rejected"] += 1
+    assert min(outcomes.values()) > 2000, outcomes  # both branches well exercised

@@ -6,19 +6,22 @@ Expected texts come from SPEC §2 (tool output) and §3 (the action log); exit c
 from __future__ import annotations
 
 import ast
+import glob
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional
 
 import pytest
 
 from tcsynth import game, harbor, records
 
 GAME_SOURCE = Path(game.__file__)
-PYTHON38 = Path("/root/.pyenv/versions/3.8.18/bin/python")
+SUPPORTED = [(3, minor) for minor in range(8, 14)]  # the container's Python may be any of these
 
 
 def first_row(data, split: str = "train") -> Mapping:
@@ -164,14 +167,29 @@ USAGE_ERRORS = [
     ("info", "--json", '["a"]', "extra"),  # two arguments
     ("inventory", "now"),  # inventory takes nothing
     ("finish",),  # no message
+    # Numbers are ASCII digits with an optional leading minus, as the log writes them (issue 9).
+    ("craft", "a9_i1", " 3", "raw_a1=2"),  # padded
+    ("craft", "a9_i1", "+3", "raw_a1=2"),  # plus sign
+    ("craft", "a9_i1", "\u0663", "raw_a1=2"),  # Arabic-Indic three
+    ("craft", "a9_i1", "3", "raw_a1=2_0"),  # digit separator (int() reads 20)
+    ("craft", "a9_i1", "03", "raw_a1=2"),  # leading zero
+    ("craft", "a9_i1", "-0", "raw_a1=2"),  # minus zero
+    ("craft", "a9_i1", "3", "raw_a1=" + "9" * 19),  # more digits than the log takes
+    ("craft", "a9_i1", "9" * 5000, "raw_a1=2"),  # more digits than Python 3.11+ reads
+    # Input past the log's caps is refused before it is decoded or run.
+    ("craft", "--json", "[" * 5000 + "]" * 5000),  # a RecursionError on 3.12 before issue 9
+    ("craft", "--json", '{"ingredients": {}, "target": ["a9_i1", ' + "[" * 1100 + "]" * 1100 + "]}"),
+    ("info", "--json", "[" * 100000),  # longer than a record may be
+    ("info", "--json", json.dumps(["a"] * 20000)),  # its record would pass 64 KiB
+    ("finish", "m" * (game.LINE_LIMIT + 1)),  # likewise
 ]
 
 
-@pytest.mark.parametrize("words", USAGE_ERRORS, ids=[" ".join(w) or "<none>" for w in USAGE_ERRORS])
+@pytest.mark.parametrize("words", USAGE_ERRORS, ids=[" ".join(w)[:60] or "<none>" for w in USAGE_ERRORS])
 def test_usage_errors_exit_2_and_log_nothing(game_dir, words):
     result = textcraft(game_dir, *words)
     assert result.returncode == 2, (words, result.stdout, result.stderr)
-    assert result.stderr.startswith("textcraft: ")
+    assert result.stderr.startswith("textcraft: ") and "Traceback" not in result.stderr
     assert not log_lines(game_dir)
 
 
@@ -186,6 +204,55 @@ def test_broken_log_is_unplayable_and_left_alone(game_dir):
     result = textcraft(game_dir, "inventory")
     assert result.returncode == 3
     assert log_lines(game_dir) == ['{"seq":1,"tool":"view_inventory","args":{},"ok":true}']
+
+
+@pytest.mark.parametrize("line", [
+    b'{"seq":1,"tool":"craft","args":{"ingredients":{},"target":["x",' + b"[" * 5000 + b"]" * 5000 + b']},"ok":false}\n',
+    b'{"seq":1,"tool":"get_info","args":{"items":[' + b",".join([b'"a"'] * 30000) + b"]}}\n",
+], ids=["5,000 deep", "longer than a record may be"])
+def test_a_log_line_past_the_caps_is_unplayable_not_a_traceback(game_dir, line):
+    (game_dir / "actions.jsonl").write_bytes(line)
+    result = textcraft(game_dir, "inventory")
+    assert result.returncode == 3 and "cannot be replayed" in result.stderr and "Traceback" not in result.stderr
+    assert (game_dir / "actions.jsonl").read_bytes() == line
+
+
+def test_recipes_that_do_not_match_the_task_are_unplayable(game_dir):
+    recipes = game_dir / "recipes.json"
+    recipes.write_bytes(recipes.read_bytes() + b" ")
+    result = textcraft(game_dir, "inventory")
+    assert result.returncode == 3 and "task.json names" in result.stderr
+    assert not log_lines(game_dir)
+
+
+NUMBER_WORDS = ["0", "7", "-7", "10", "999999999999999999", "-999999999999999999", "1000000000000000000", "00", "07",
+                "-0", "-07", "+7", " 7", "7 ", "7\n", "\u0667", "\uff17", "7_0", "7.0", "7e0", "0x7", "", "-", "--7", "\u00b2"]
+
+
+@pytest.mark.parametrize("word", NUMBER_WORDS, ids=[repr(w) for w in NUMBER_WORDS])
+def test_the_command_and_the_log_reader_accept_the_same_numbers(word):
+    """The log reader takes a count written ``word`` exactly when the command can write it so, as COUNT or in
+    ``craft --json`` (issue 9, item 5); COUNT itself takes only ASCII digits with an optional leading minus."""
+    line = '{"seq":1,"tool":"craft","args":{"ingredients":{},"target":["x",%s]},"ok":false}\n' % word
+    try:
+        game.read_log(line.encode("utf-8"))
+        by_log = True
+    except game.LogFault:
+        by_log = False
+    written = set()
+    for words in (["craft", "x", word], ["craft", "--json", '{"ingredients": {}, "target": ["x", %s]}' % word]):
+        try:
+            tool, arguments = game.read_command(words)
+        except game.BadCommand:
+            continue
+        written.add(json.dumps(arguments["target"][1]))
+    assert by_log == (word in written), (word, written)
+    try:
+        game.read_command(["craft", "x", word])
+        as_count = True
+    except game.BadCommand:
+        as_count = False
+    assert as_count == (re.fullmatch(r"-?(0|[1-9][0-9]{0,17})", word) is not None and word != "-0")
 
 
 def test_log_that_is_a_link_is_unplayable(game_dir, tmp_path):
@@ -244,15 +311,126 @@ def test_concurrent_commands_keep_the_log_whole(game_dir, row, world):
     assert verdict.crafts == crafts.count(True) > 0
 
 
-def test_game_file_is_python38_compatible(game_dir, row):
-    """The container may run any Python 3.8+: the syntax must parse as 3.8 and, where 3.8 exists, run."""
+def discover_interpreters() -> Dict[tuple, str]:
+    """Every Python 3.8-3.13 on PATH (python3.X) or under pyenv, one per version: ``{(3, X): path}``."""
+    candidates = [sys.executable]
+    candidates += [shutil.which("python3.%d" % minor) for _, minor in SUPPORTED]
+    pyenv = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    candidates += sorted(glob.glob(os.path.join(pyenv, "versions", "3.*", "bin", "python3")))
+    found: Dict[tuple, str] = {}
+    for candidate in filter(None, candidates):
+        try:
+            shown = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[0], sys.version_info[1])"],
+                                   capture_output=True, text=True, timeout=30).stdout.split()
+        except OSError:
+            continue
+        version = tuple(map(int, shown)) if len(shown) == 2 else None
+        if version in SUPPORTED and version not in found:
+            found[version] = candidate
+    return dict(sorted(found.items()))
+
+
+@pytest.fixture(scope="module")
+def interpreters() -> Dict[tuple, str]:
+    found = discover_interpreters()
+    if not found:
+        pytest.fail("no Python 3.8-3.13 found on PATH or under pyenv: the game file's portability is untested")
+    return found
+
+
+# Run by each interpreter on the game file: hostile logs through score_log and verify, hostile words through
+# read_command.  It prints what it saw; every interpreter must see the same.
+SMOKE = r"""
+import importlib.util, json, os, random, sys, tempfile
+spec = importlib.util.spec_from_file_location("textcraft_game", sys.argv[1])
+g = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(g)
+game_dir = os.path.dirname(sys.argv[1])
+world, task = g._world_and_task(os.path.join(game_dir, "recipes.json"), os.path.join(game_dir, "task.json"))
+gold = open(sys.argv[2], "rb").read()
+def deep(n, opener=b"[", closer=b"]"):
+    return b'{"seq":1,"tool":"craft","args":{"ingredients":{},"target":["x",' + opener * n + closer * n + b']},"ok":false}\n'
+logs = {
+    "gold": gold,
+    "1050 deep, as 3.12 writes it": deep(1050),
+    "5000 deep": deep(5000),
+    "100000 deep, unclosed": deep(100000)[:100100] + b"\n",
+    "deep objects": b'{"seq":1,"tool":"finish","args":{"message":"m","x":' + b'{"a":' * 3000 + b'1' + b'}' * 3000 + b'}}\n',
+    "escaped quotes hiding brackets": b'{"seq":1,"tool":"get_info","args":{"items":["\\"' + b"[" * 3000 + b'"]}}\n',
+    "5000-digit count": b'{"seq":1,"tool":"craft","args":{"ingredients":{},"target":["x",' + b"9" * 5000 + b']},"ok":false}\n',
+    "huge float": b'{"seq":1,"tool":"craft","args":{"ingredients":{},"target":["x",1e999]},"ok":false}\n',
+}
+rng = random.Random(9)
+lines = gold.splitlines(True)
+for n in range(60):
+    data = bytearray(gold)
+    kind = n % 4
+    if kind == 0:
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+    elif kind == 1:
+        cut = list(lines)
+        del cut[rng.randrange(len(cut))]
+        data = bytearray(b"".join(cut))
+    elif kind == 2:
+        i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
+        swapped = list(lines)
+        swapped[i], swapped[j] = swapped[j], swapped[i]
+        data = bytearray(b"".join(swapped))
+    else:
+        at = rng.randrange(len(data))
+        data[at:at] = rng.choice([b"[", b"{", b'"', b"\\", b"-", b"0", b" "]) * rng.randint(1, 3000)
+    logs["mutant %d" % n] = bytes(data)
+seen = {}
+for name, data in logs.items():
+    verdict = g.score_log(world, task, data)
+    seen[name] = [verdict.reward, verdict.reason, verdict.calls]
+out = tempfile.mkdtemp()
+root = tempfile.mkdtemp()
+os.makedirs(os.path.join(root, "app"))
+with open(os.path.join(root, "app", "actions.jsonl"), "wb") as stream:
+    stream.write(deep(1050))
+document = g.verify(os.path.join(game_dir, "task.json"), os.path.join(game_dir, "recipes.json"), root, "app/actions.jsonl", out)
+seen["verify 1050 deep"] = [document["reward"], document["reason"], sorted(os.listdir(out))]
+words = [["craft", "--json", "[" * 5000 + "]" * 5000], ["info", "--json", "[" * 100000], ["craft", "x", "9" * 5000],
+         ["craft", "x", "\u0662"], ["craft", "x", "2_0"], ["craft", "x", " 2"], ["craft", "x", "+2"], ["craft", "x", "-0"],
+         ["craft", "x", "02"], ["craft", "x", "2", "a=" + "1" * 19], ["finish", "m" * 70000], ["craft", "x", "-7", "a=3"]]
+for number, command in enumerate(words):
+    try:
+        seen["words %d" % number] = ["ok", g.read_command(command)]
+    except g.BadCommand as problem:
+        seen["words %d" % number] = ["bad", str(problem)]
+print(json.dumps(seen, sort_keys=True))
+"""
+
+
+def test_game_file_runs_alike_on_every_python_from_38(game_dir, row, interpreters, tmp_path):
+    """Syntax for 3.8, and on each interpreter found: a craft, the help, and the hostile-input smoke cases,
+    with the same verdicts everywhere (no RecursionError on 3.8-3.13; digits read the same on 3.8 and 3.11+)."""
     ast.parse(GAME_SOURCE.read_text(), feature_version=(3, 8))
-    interpreters = [str(PYTHON38)] if PYTHON38.exists() else []
-    for python in interpreters:
+    gold = tmp_path / "gold.jsonl"
+    steps = list(records.gold_steps(row))
+    gold.write_bytes(b"".join(
+        game.format_record(n, "craft", {"ingredients": ingredients, "target": [item, total]}, True)
+        for n, (item, total, ingredients) in enumerate(steps, 1)
+    ) + game.format_record(len(steps) + 1, "finish", {"message": "done"}))
+    summaries = {}
+    for version, python in interpreters.items():
+        smoke = subprocess.run([python, "-I", "-c", SMOKE, str(game_dir / "textcraft_game.py"), str(gold)],
+                               capture_output=True, text=True, timeout=300)
+        assert smoke.returncode == 0 and not smoke.stderr, (version, smoke.stderr)
+        summaries[version] = json.loads(smoke.stdout)
         item, total, ingredients = first_gold(row)
         result = textcraft(game_dir, "craft", item, str(total), *("%s=%d" % kv for kv in ingredients.items()), python=python)
-        assert (result.returncode, result.stdout) == (0, "Successfully crafted %d %s(s)\n" % (total, item)), result.stderr
+        assert (result.returncode, result.stdout) == (0, "Successfully crafted %d %s(s)\n" % (total, item)), (version, result.stderr)
         assert textcraft(game_dir, "--help", python=python).returncode == 0
+        (game_dir / "actions.jsonl").unlink()
+    first_version, first = next(iter(summaries.items()))
+    assert first["gold"][0] == 1.0
+    assert all(reward == 0.0 for name, (reward, *_) in first.items() if name.startswith(("1050", "5000", "100000", "deep", "5000-digit", "huge")))
+    assert first["verify 1050 deep"][2] == [game.REWARD_FILE, game.VERDICT_FILE]
+    for version, summary in summaries.items():
+        assert summary == first, "Python %s and %s disagree" % (version, first_version)
 
 
 def test_a_name_that_is_not_utf8_is_answered_not_crashed(game_dir, world):

@@ -131,6 +131,7 @@ def test_finish_without_the_targets_scores_zero(tasks_dir, data, tmp_path):
     run_script(root / "tests" / "test.sh", root)
     assert reward_of(root) == 0.0
     assert verdict_of(root)["missing"] == records.list_to_counts(row["target_items"])
+    assert verdict_of(root)["reason"].startswith("finished without the targets: ")
 
 
 # --------------------------------------------------------------------------------------- cannot be fooled
@@ -200,19 +201,20 @@ def _empty_message(log):
     return log[:-1] + [dict(log[-1], args={"message": ""})]
 
 
+# name -> (tampering, the part of the verdict's reason that names what is wrong)
 TAMPERED_RECORDS = {
-    "forged ok on a rejected craft": _forged_ok,
-    "craft the rules reject recorded as accepted": _insufficient_as_accepted,
-    "accepted craft recorded as rejected": _accepted_marked_rejected,
-    "record after finish": _after_finish,
-    "seq skips": _seq_skips,
-    "seq repeats": _seq_repeats,
-    "seq is a boolean": _seq_bool,
-    "unknown tool": _unknown_tool,
-    "extra key": _extra_key,
-    "ok on a non-craft": _ok_on_finish,
-    "craft without ok": _missing_ok,
-    "finish with an empty message": _empty_message,
+    "forged ok on a rejected craft": (_forged_ok, "line 1: ok is true, yet the rules reject this craft"),
+    "craft the rules reject recorded as accepted": (_insufficient_as_accepted, "ok is true, yet the rules reject this craft"),
+    "accepted craft recorded as rejected": (_accepted_marked_rejected, "line 1: ok is false, yet the rules accept this craft"),
+    "record after finish": (_after_finish, "follows the finish call"),
+    "seq skips": (_seq_skips, "line 2: seq should be 2 but reads 3"),
+    "seq repeats": (_seq_repeats, "line 2: seq should be 2 but reads 1"),
+    "seq is a boolean": (_seq_bool, "line 1: seq should be 1 but reads true"),
+    "unknown tool": (_unknown_tool, '"teleport" is not a tool of the game'),
+    "extra key": (_extra_key, "unexpected: note"),
+    "ok on a non-craft": (_ok_on_finish, "a finish record has the fields args/seq/tool (unexpected: ok"),
+    "craft without ok": (_missing_ok, "absent: ok"),
+    "finish with an empty message": (_empty_message, "finish was called with an empty message"),
 }
 
 
@@ -236,16 +238,60 @@ def _infinity_count(data: bytes) -> bytes:
     )
 
 
+def _nested(depth: int):
+    """A first record whose count is a list nested ``depth`` deep, then the gold episode renumbered."""
+    def tamper(data: bytes) -> bytes:
+        head = b'{"seq":1,"tool":"craft","args":{"ingredients":{},"target":["x",' + b"[" * depth + b"]" * depth + b']},"ok":false}\n'
+        return head + b"".join(_renumber(line, 1) for line in data.splitlines(keepends=True))
+    return tamper
+
+
+def _first_count(literal: bytes):
+    """A first record that is a rejected craft whose count is written ``literal``, then the gold episode."""
+    def tamper(data: bytes) -> bytes:
+        head = b'{"seq":1,"tool":"craft","args":{"ingredients":{},"target":["x",' + literal + b']},"ok":true}\n'
+        return head + b"".join(_renumber(line, 1) for line in data.splitlines(keepends=True))
+    return tamper
+
+
+def _renumber(line: bytes, by: int) -> bytes:
+    record = json.loads(line)
+    return dump([dict(record, seq=record["seq"] + by)])
+
+
+def _spaced(data: bytes) -> bytes:  # the same records, written with json.dumps' default separators
+    return b"".join(json.dumps(json.loads(line)).encode() + b"\n" for line in data.splitlines())
+
+
+def _escaped(data: bytes) -> bytes:  # the same message, one letter written as a JSON escape
+    return data.replace(b'"message":"done"', b'"message":"\\u0064one"')
+
+
 TAMPERED_BYTES = {
-    "duplicate key": _duplicate_key,
-    "NaN": _nan,
-    "NaN in arguments": _nan_in_args,
-    "Infinity": _infinity_count,
-    "no final newline": lambda data: data[:-1],
-    "not UTF-8": lambda data: data.replace(b"done", b"d\xffne"),
-    "blank line": lambda data: b"\n" + data,
-    "CRLF": lambda data: data.replace(b"\n", b"\r\n"),
-    "trailing garbage": lambda data: data + b"#\n",
+    "duplicate key": (_duplicate_key, "repeated member name(s): 'seq'"),
+    "NaN": (_nan, "NaN is outside JSON"),
+    "NaN in arguments": (_nan_in_args, "NaN is outside JSON"),
+    "Infinity": (_infinity_count, "Infinity is outside JSON"),
+    "no final newline": (lambda data: data[:-1], "final line is missing its newline"),
+    "not UTF-8": (lambda data: data.replace(b"done", b"d\xffne"), "holds bytes outside ASCII"),
+    "not ASCII": (lambda data: data.replace(b"done", "d\u00f6ne".encode()), "holds bytes outside ASCII"),
+    "blank line": (lambda data: b"\n" + data, "line 1 is not a single JSON value"),
+    "CRLF": (lambda data: data.replace(b"\n", b"\r\n"), "line 1 is not a single JSON value"),
+    "trailing garbage": (lambda data: data + b"#\n", "is not a single JSON value"),
+    "spaces after separators": (_spaced, "line 1 is not written as the game writes it"),
+    "an escaped letter": (_escaped, "is not written as the game writes it"),
+    "a count written -0": (_first_count(b"-0"), "line 1 is not written as the game writes it"),
+    "a count with a leading zero": (_first_count(b"02"), "line 1 is not a single JSON value"),
+    # A float is how the command writes 2.0, so the line is well formed; the rules reject the craft.
+    "a count written 2.0": (_first_count(b"2.0"), "line 1: ok is true, yet the rules reject this craft"),
+    "a float seq": (lambda data: data.replace(b'{"seq":1,', b'{"seq":1.0,', 1), "line 1: seq should be 1 but reads 1.0"),
+    "nested 1,100 deep (a RecursionError on 3.11)": (_nested(1100), "JSON arrays and objects (at most"),
+    "nested 5,000 deep (a RecursionError on 3.12)": (_nested(5000), "JSON arrays and objects (at most"),
+    "nested just past the cap": (_nested(game.CONTAINER_LIMIT - 3), "opens %d JSON arrays and objects" % (game.CONTAINER_LIMIT + 1)),
+    "a 19-digit count": (lambda data: data.replace(b'"message":"done"', b'"message":"done","n":1234567890123456789'),
+                         "has a number of more than 18 digits"),
+    "a 64 KiB line": (lambda data: data.replace(b'"message":"done"', b'"message":"' + b"d" * game.LINE_LIMIT + b'"'),
+                      "is longer than %d bytes" % game.LINE_LIMIT),
 }
 
 
@@ -270,19 +316,23 @@ def test_the_untampered_log_scores_one(gold_case, tmp_path):
 
 
 @pytest.mark.parametrize("name", list(TAMPERED_RECORDS))
-def test_tampered_records_score_zero(gold_case, tmp_path, name):
+def test_tampered_records_score_zero_for_the_right_reason(gold_case, tmp_path, name):
     row, task_dir = gold_case
+    tamper, reason = TAMPERED_RECORDS[name]
     root = make_sandbox(tmp_path / "sandbox", task_dir)
-    (root / LOG_RELPATH).write_bytes(dump(TAMPERED_RECORDS[name](gold_log(row))))
+    (root / LOG_RELPATH).write_bytes(dump(tamper(gold_log(row))))
     assert grade(root) == 0.0
+    assert reason in verdict_of(root)["reason"]
 
 
 @pytest.mark.parametrize("name", list(TAMPERED_BYTES))
-def test_tampered_bytes_score_zero(gold_case, tmp_path, name):
+def test_tampered_bytes_score_zero_for_the_right_reason(gold_case, tmp_path, name):
     row, task_dir = gold_case
+    tamper, reason = TAMPERED_BYTES[name]
     root = make_sandbox(tmp_path / "sandbox", task_dir)
-    (root / LOG_RELPATH).write_bytes(TAMPERED_BYTES[name](dump(gold_log(row))))
+    (root / LOG_RELPATH).write_bytes(tamper(dump(gold_log(row))))
     assert grade(root) == 0.0
+    assert reason in verdict_of(root)["reason"]
 
 
 def test_a_log_that_is_a_symbolic_link_scores_zero(gold_case, tmp_path):
@@ -313,6 +363,7 @@ def test_a_fifo_scores_zero_without_hanging(gold_case, tmp_path):
     root = make_sandbox(tmp_path / "sandbox", task_dir)
     os.mkfifo(root / LOG_RELPATH)
     assert grade(root) == 0.0  # run_script's timeout would fail a verifier that blocks
+    assert "is not a regular file" in verdict_of(root)["reason"]
 
 
 def test_a_log_over_32_mib_scores_zero(gold_case, tmp_path):
@@ -361,7 +412,7 @@ def test_a_planted_reward_is_removed_first(gold_case, tmp_path, planted_as):
         capture_output=True, text=True,
     )
     assert result.returncode == 0, result.stderr
-    assert reward_of(root) == 0.0
+    assert reward_of(root) == 0.0 and "never ran a textcraft command" in verdict_of(root)["reason"]
     assert not (out / "reward.txt").exists()
     assert not (out / "reward.json").is_symlink()
     if planted_as == "link":
@@ -395,6 +446,7 @@ def test_log_path_must_be_plainly_relative(gold_case, tmp_path, world, relpath):
     (root / LOG_RELPATH).write_bytes(dump(gold_log(row)))
     report = game.verify(str(root / "tests" / "task.json"), str(root / "tests" / "recipes.json"), str(root), relpath, str(tmp_path / "out"))
     assert report["reward"] == 0.0
+    assert "is not a plain relative path below the root" in report["reason"]
 
 
 def test_score_log_agrees_with_replay_on_the_gold_episode(world, data):
@@ -405,3 +457,97 @@ def test_score_log_agrees_with_replay_on_the_gold_episode(world, data):
         by_replay = game.replay(world, records.engine_task(row), log)
         assert by_log.as_dict() == by_replay.as_dict()
         assert by_log.reward == 1.0
+
+
+# ------------------------------------------------------------------------------- outputs stay in the sandbox
+
+
+def verify_directly(root: Path, out: Path) -> subprocess.CompletedProcess:
+    tests = root / "tests"
+    return subprocess.run(
+        [sys.executable, "-I", str(tests / "textcraft_game.py"), "verify", "--task", str(tests / "task.json"), "--recipes",
+         str(tests / "recipes.json"), "--root", str(root) + "/", "--log", LOG_RELPATH, "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+@pytest.mark.parametrize("linked", ["logs/verifier", "logs"])
+def test_a_linked_output_directory_is_a_setup_fault_and_nothing_is_touched(gold_case, tmp_path, linked):
+    row, task_dir = gold_case
+    root = make_sandbox(tmp_path / "sandbox", task_dir)
+    (root / LOG_RELPATH).write_bytes(dump(gold_log(row)))
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "verifier").mkdir(parents=True)
+    for where in (elsewhere, elsewhere / "verifier"):
+        (where / "reward.txt").write_text("1\n")
+    (root / linked).parent.mkdir(parents=True, exist_ok=True)
+    (root / linked).symlink_to(elsewhere if linked == "logs" else elsewhere / "verifier")
+    before = sorted((path.relative_to(elsewhere), path.read_bytes()) for path in elsewhere.rglob("*") if path.is_file())
+    result = verify_directly(root, root / "logs" / "verifier")
+    assert result.returncode == game.EXIT_UNPLAYABLE
+    assert "symbolic link" in result.stderr and "Traceback" not in result.stderr
+    after = sorted((path.relative_to(elsewhere), path.read_bytes()) for path in elsewhere.rglob("*") if path.is_file())
+    assert after == before
+
+
+def test_a_missing_output_directory_is_created_below_the_root(gold_case, tmp_path):
+    row, task_dir = gold_case
+    root = make_sandbox(tmp_path / "sandbox", task_dir)
+    (root / LOG_RELPATH).write_bytes(dump(gold_log(row)))
+    assert verify_directly(root, root / "logs" / "verifier").returncode == 0
+    assert reward_of(root) == 1.0
+
+
+def test_an_output_directory_it_cannot_write_is_a_setup_fault(gold_case, tmp_path, monkeypatch, capsys):
+    row, task_dir = gold_case
+    root = make_sandbox(tmp_path / "sandbox", task_dir)
+    (root / LOG_RELPATH).write_bytes(dump(gold_log(row)))
+    out = root / "logs" / "verifier"
+    out.mkdir(parents=True)
+    if os.geteuid() != 0:
+        out.chmod(0o555)
+    else:  # root writes through permission bits; make creating the staging file fail as EACCES would
+        real_open = os.open
+
+        def refusing_open(path, flags, *args, **kwargs):
+            if str(path).endswith(".partial"):
+                raise PermissionError(13, "Permission denied")
+            return real_open(path, flags, *args, **kwargs)
+
+        monkeypatch.setattr(game.os, "open", refusing_open)
+    tests = root / "tests"
+    code = game.main(["verify", "--task", str(tests / "task.json"), "--recipes", str(tests / "recipes.json"),
+                      "--root", str(root), "--log", LOG_RELPATH, "--out", str(out)])
+    out.chmod(0o755)
+    assert code == game.EXIT_UNPLAYABLE
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "the reward cannot be written" in error
+    assert sorted(os.listdir(out)) == []
+
+
+def test_recipes_that_do_not_match_the_task_are_a_setup_fault(gold_case, tmp_path):
+    row, task_dir = gold_case
+    root = make_sandbox(tmp_path / "sandbox", task_dir)
+    (root / LOG_RELPATH).write_bytes(dump(gold_log(row)))
+    recipes = root / "tests" / "recipes.json"
+    world_document = json.loads(recipes.read_bytes())
+    for item in world_document["recipes"]:  # a doctored world: every recipe makes one more
+        for recipe in world_document["recipes"][item]:
+            recipe["result_count"] += 1
+    recipes.write_bytes(json.dumps(world_document).encode())
+    result = run_script(root / "tests" / "test.sh", root)
+    assert result.returncode == game.EXIT_UNPLAYABLE
+    assert "task.json names" in result.stderr and "Traceback" not in result.stderr
+    assert not (root / "logs" / "verifier" / "reward.json").exists()
+
+
+def test_more_records_than_the_cap_score_zero(gold_case, world):
+    row, _ = gold_case
+    filler = [{"seq": n, "tool": "view_inventory", "args": {}} for n in range(1, game.RECORD_LIMIT + 1)]
+    tail = [dict(record, seq=record["seq"] + game.RECORD_LIMIT) for record in gold_log(row)]
+    verdict = game.score_log(world, records.engine_task(row), dump(filler + tail))
+    assert verdict.reward == 0.0 and "more than %d records" % game.RECORD_LIMIT in verdict.reason
+    assert verdict.calls == game.RECORD_LIMIT
+    room = game.RECORD_LIMIT - len(tail)  # exactly at the cap: the same episode passes
+    within = game.score_log(world, records.engine_task(row), dump(filler[:room] + [dict(record, seq=record["seq"] + room) for record in gold_log(row)]))
+    assert within.reward == 1.0 and within.calls == game.RECORD_LIMIT, within.reason

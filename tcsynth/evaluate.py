@@ -123,10 +123,26 @@ def recipe_tree(world: game.World, targets: Iterable[str]) -> set:
     return tree
 
 
+# The last world's recipe trees by item, built as episodes ask for them (one slot: a run plays one world).
+_TREES: List[Any] = [None, {}]
+
+
+def _item_tree(world: game.World, item: str) -> frozenset:
+    """``recipe_tree(world, [item])``, each subtree computed once per world and shared."""
+    if _TREES[0] is not world:
+        _TREES[:] = [world, {}]
+    trees = _TREES[1]
+    tree = trees.get(item)
+    if tree is None:
+        below = [_item_tree(world, name) for _, parts in world.recipes.get(item, ()) for name, _ in parts]
+        tree = trees[item] = frozenset([item]).union(*below)
+    return tree
+
+
 def depth_reached(world: game.World, row: Mapping[str, Any], crafted: Iterable[str]) -> int:
     """The depth of the deepest item of the target's recipe tree that the agent crafted (0: none)."""
-    tree = recipe_tree(world, (entry["item"] for entry in row["target_items"]))
-    return max((world.depth(item) for item in crafted if item in tree), default=0)
+    trees = [_item_tree(world, entry["item"]) for entry in row["target_items"]]
+    return max((world.depth(item) for item in crafted if any(item in tree for tree in trees)), default=0)
 
 
 def run_episode(
@@ -139,7 +155,9 @@ def run_episode(
     ``problems`` (bad actions and agent notes), ``aborted`` (why the agent stopped, or null), ``verdict``
     (the engine's), ``usage`` (only for agents whose :meth:`~tcsynth.agents.Agent.usage` reports one:
     ``requests``, ``prompt_tokens``, ``completion_tokens``) and ``turns`` (each turn's ``action``, the
-    ``observations`` it got, and ``notes``; left out when ``record_turns`` is false).
+    ``observations`` it got, and ``notes``; left out when ``record_turns`` is false).  An action that is not
+    plain JSON (NaN, an object from a custom agent) is kept as it is here; :func:`episode_line` writes its
+    ``repr``.
     """
     env = TextCraftEnv(row, world, max_steps=protocol.max_steps)
     observation, info = env.reset()
@@ -155,7 +173,7 @@ def run_episode(
             aborted = str(error)
             break
         observations, reward, terminated, truncated, info = env.step(turn.action)
-        turns.append({"action": _recordable(turn.action), "observations": [m["content"] for m in observations], "notes": list(turn.notes)})
+        turns.append({"action": turn.action, "observations": [m["content"] for m in observations], "notes": list(turn.notes)})
         notes_all.extend("turn %d: %s" % (len(turns), note) for note in turn.notes)
     info = env.info()
     usage = agent.usage() if hasattr(agent, "usage") else None
@@ -202,8 +220,18 @@ class EpisodeRun:
 
 
 def episode_line(record: Mapping[str, Any]) -> str:
-    """An episode record as its line of ``episodes.jsonl``: sorted keys, ASCII, no NaN."""
-    return json.dumps(record, ensure_ascii=True, sort_keys=True, allow_nan=False)
+    """An episode record as its line of ``episodes.jsonl``: sorted keys, ASCII, no NaN.
+
+    A turn's action that is not plain JSON is written as its ``repr`` (checked only when the whole record
+    fails to serialize: the common case costs one ``json.dumps``).
+    """
+    try:
+        return json.dumps(record, ensure_ascii=True, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        if "turns" not in record:
+            raise
+        turns = [dict(turn, action=_recordable(turn["action"])) for turn in record["turns"]]
+        return json.dumps(dict(record, turns=turns), ensure_ascii=True, sort_keys=True, allow_nan=False)
 
 
 # One worker's state, set once per process by _init_worker.

@@ -257,3 +257,20 @@ def test_table_orders_by_success_then_score(repo):
 
     table = leaderboard.render_table({"b": summary(0.5, 10.0), "a": summary(0.5, 20.0), "c": summary(0.9, 1.0)})
     assert [line.split("|")[2].strip() for line in table.splitlines()[2:]] == ["`c`", "`a`", "`b`"]
+
+
+def test_an_action_that_is_not_json_is_recorded_as_its_repr(data, world):
+    class NaNAgent(PlannerAgent):
+        def act(self, observations):
+            return evaluate.agents.Turn({"name": "craft", "arguments": {"ingredients": {}, "target": ["x", float("nan")]}})
+
+    episode = run_episode(data.tasks["val"][0], world, NaNAgent(), Protocol(max_steps=2))
+    line = json.loads(evaluate.episode_line(episode))
+    assert line["turns"][0]["action"] == repr(episode["turns"][0]["action"]) and "nan" in line["turns"][0]["action"]
+    assert len(line["turns"]) == 2 and line["truncated"]
+
+
+def test_shared_subtrees_give_the_same_tree_as_the_walk(data, world):
+    for row in data.tasks["val"][:60]:
+        targets = [entry["item"] for entry in row["target_items"]]
+        assert frozenset().union(*(evaluate._item_tree(world, t) for t in targets)) == evaluate.recipe_tree(world, targets)

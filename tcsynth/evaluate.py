@@ -289,16 +289,19 @@ def run_episodes(
     solved = sum(1 for run in results.values() if run.outcome["reward"] == 1.0)
     bar = tqdm(total=len(jobs), initial=len(results), desc="eval %s" % spec.name, unit="episode", disable=not progress, dynamic_ncols=True)
 
-    def show() -> None:
-        bar.set_postfix_str("solved %d/%d, requests in flight %d" % (solved, bar.n, agents.requests_in_flight()), refresh=False)
+    def describe(finishing: int = 0) -> None:
+        bar.set_postfix_str("solved %d/%d, requests in flight %d" % (solved, bar.n + finishing, agents.requests_in_flight()), refresh=False)
+
+    def show() -> None:  # while waiting: the requests in flight change without an episode finishing
+        describe()
         bar.refresh()
 
     def done(job: Job, run: EpisodeRun) -> None:
         nonlocal solved
         solved += run.outcome["reward"] == 1.0
         results[job] = on_finish(job, run) if on_finish is not None else run
-        bar.update(1)
-        show()
+        describe(1)
+        bar.update(1)  # tqdm redraws at most every 0.1 s
 
     try:
         if workers > 1 and len(todo) > 1:

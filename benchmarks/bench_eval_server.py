@@ -116,6 +116,10 @@ class StandIn:
             daemon_threads = True
             request_queue_size = 1024  # 256 clients connect at once
 
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):  # a client killed or gone: expected
+                    super().handle_error(request, client_address)
+
         self.server = Server(("127.0.0.1", port), Handler)
         self.port = self.server.server_address[1]
         self.base_url = "http://127.0.0.1:%d/v1" % self.port

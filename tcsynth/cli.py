@@ -248,14 +248,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         protocol=evaluate.Protocol(max_steps=args.max_steps, rollouts=args.rollouts, seed=args.seed),
         limit=args.limit,
         workers=args.workers,
+        concurrency=args.concurrency,
         data_dir=Path(args.data_dir) if args.data_dir else None,
         record_turns=not args.no_turns,
     )
-    configs.task_config(request.config, request.split)
     out = Path(args.out)
-    evaluate.check_output_dir(out, args.force)  # before any episode runs
-    runs, summary = evaluate.evaluate(request, progress=not args.quiet)
-    evaluate.write_results(out, evaluate.result_files(runs, summary), args.force)
+    summary = evaluate.run_into(request, out, force=args.force, resume=args.resume, progress=not args.quiet)
     overall = summary["overall"]
     print(
         "%s on %s/%s: %d/%d solved (%.1f%%, 95%% CI %.1f-%.1f), score %.1f -> %s"
@@ -294,12 +292,9 @@ def _whole_number(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def _budget(text: str) -> Any:
-    """``--max-steps``: a turn budget, 0 for none."""
-    from .env import NO_LIMIT
-
-    value = _whole_number(0)(text)
-    return NO_LIMIT if value == 0 else value
+def _budget(text: str) -> int:
+    """``--max-steps``: a turn budget, 0 (``tcsynth.env.NO_LIMIT``) for none."""
+    return _whole_number(0)(text)
 
 
 def _typed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -424,11 +419,15 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--split", default="val", help="split (default: %(default)s)")
     sub.add_argument("--max-steps", type=_budget, default=None, help="turn budget per episode (default: the row's max_steps, 75; 0: no limit)")
     sub.add_argument("--rollouts", type=_whole_number(1), default=1, help="episodes per task (default: %(default)s)")
-    sub.add_argument("--workers", type=_whole_number(1), default=1, help="worker processes (default: %(default)s)")
+    sub.add_argument("--workers", type=_whole_number(1), default=1, help="worker processes, for CPU-bound agents (default: %(default)s)")
+    sub.add_argument("--concurrency", type=_whole_number(1), default=1, metavar="N",
+                     help="episodes in flight at once in this process, for agents that wait on a server (default: %(default)s; not with --workers)")
     sub.add_argument("--limit", type=_whole_number(1), default=None, help="only the first N tasks")
     sub.add_argument("--seed", type=int, default=0, help="base seed of the episodes (default: %(default)s)")
-    sub.add_argument("--out", required=True, help="output directory (episodes.jsonl, summary.json, summary.md)")
-    sub.add_argument("--force", action="store_true", help="replace an earlier run in --out")
+    sub.add_argument("--out", required=True, help="output directory (protocol.json, episodes.jsonl, summary.json, summary.md)")
+    again = sub.add_mutually_exclusive_group()
+    again.add_argument("--force", action="store_true", help="replace an earlier run in --out")
+    again.add_argument("--resume", action="store_true", help="finish an earlier run in --out under the same protocol: keep its finished episodes, play the rest")
     sub.add_argument("--no-turns", action="store_true", help="leave each episode's turns out of episodes.jsonl (outcomes only)")
     _add_agent_options(sub)
     data_dir_option(sub)

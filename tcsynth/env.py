@@ -46,7 +46,6 @@ Information
 
 from __future__ import annotations
 
-import math
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from . import game, prompts, records
@@ -54,8 +53,9 @@ from .toolcalls import hermes_tool_calls, message_tool_calls, text_tool_calls  #
 
 Action = Union[str, Mapping[str, Any], List[Any]]
 Message = Dict[str, Any]
-# The turn budget that never runs out.
-NO_LIMIT = math.inf
+# The turn budget that never runs out.  One scheme everywhere (env, eval, the command line, summary.json):
+# ``max_steps`` is a positive int, NO_LIMIT (0) for no budget, or None for the row's own ``max_steps``.
+NO_LIMIT = 0
 NO_TOOL_CALL = "Error: the turn holds no tool call; call one of the tools (%s)" % ", ".join(game.TOOL_PARAMETERS)
 
 
@@ -77,12 +77,10 @@ def action_tool_calls(action: Any) -> List[Any]:
     return []
 
 
-def validate_max_steps(max_steps: Any) -> float:
-    """A turn budget: a positive int, or :data:`NO_LIMIT`."""
-    if max_steps == NO_LIMIT:
-        return NO_LIMIT
-    if type(max_steps) is not int or max_steps < 1:
-        raise ValueError("max_steps must be a positive integer or NO_LIMIT, got %r" % (max_steps,))
+def validate_max_steps(max_steps: Any) -> int:
+    """A turn budget: a positive int, or :data:`NO_LIMIT` (0)."""
+    if type(max_steps) is not int or max_steps < 0:
+        raise ValueError("max_steps must be a positive integer or NO_LIMIT (0), got %r" % (max_steps,))
     return max_steps
 
 
@@ -93,10 +91,11 @@ class TextCraftEnv:
         row (`dict`): a task row of the dataset (``goal``, ``target_items``, ``initial_inventory`` and
             ``max_steps`` are read; ``name`` when present).
         world (`tcsynth.game.World`): the recipes; ``textcraft_synth.load_world()`` reads ``data/``.
-        max_steps (`int` or `NO_LIMIT`, *optional*): the turn budget; defaults to the row's ``max_steps``.
+        max_steps (`int`, *optional*): the turn budget; :data:`NO_LIMIT` (0) for none; ``None`` (the default)
+            for the row's ``max_steps``.
     """
 
-    def __init__(self, row: Mapping[str, Any], world: game.World, max_steps: Optional[float] = None):
+    def __init__(self, row: Mapping[str, Any], world: game.World, max_steps: Optional[int] = None):
         self.row = row
         self.world = world
         self.task = records.engine_task(row)
@@ -149,7 +148,7 @@ class TextCraftEnv:
     @property
     def truncated(self) -> bool:
         """The turn budget is spent and ``finish`` was not called."""
-        return not self.terminated and self.steps >= self.max_steps
+        return not self.terminated and self.max_steps != NO_LIMIT and self.steps >= self.max_steps
 
     @property
     def game(self) -> game.Game:

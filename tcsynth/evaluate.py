@@ -1,11 +1,22 @@
 """The evaluation runner: play an agent on a split's tasks, record every episode, summarize, score.
 
-``python -m textcraft_synth eval --agent NAME --split val --out DIR`` writes three files to ``DIR``:
+``python -m textcraft_synth eval --agent NAME --split val --out DIR`` writes four files to ``DIR``:
 
-* ``episodes.jsonl``: one object per episode, in task order then rollout order (see :func:`run_episode`);
+* ``protocol.json``: what the run plays (agent, the options that shape episodes, config, split, limit,
+  turn budget, rollouts, seed, whether turns are recorded), written first; ``--resume`` goes on only under
+  the same protocol;
+* ``episodes.jsonl``: one object per episode (see :func:`run_episode`).  During the run each episode is
+  appended, one whole flushed line, as it finishes (completion order); at the end the file is rewritten in
+  task order then rollout order, atomically;
 * ``summary.json``: success rates per difficulty with 95% Wilson intervals, mean turns and tool calls,
-  crafts relative to gold, the depth milestones and the score (see :func:`summarize`);
+  crafts relative to gold, the depth milestones, the score and, for agents that call a server, the requests
+  and tokens spent (see :func:`summarize`);
 * ``summary.md``: the same as a table.
+
+Episodes run one at a time, in ``workers`` processes (for CPU-bound agents), or up to ``concurrency`` at once
+in threads of one process (for agents that wait on a server); the two do not combine.  A killed run
+resumes with ``--resume``: the finished episodes on disk are kept (an aborted one is run again) and only the
+rest are played.
 
 The score (Crafter-style, log-weighted over depth milestones)
 ------------------------------------------------------------
@@ -21,7 +32,11 @@ logarithm rewards progress on rarely reached milestones more than on common ones
 extreme tasks counts even when they are not finished: two agents that both fail them are told apart.
 
 Same inputs, same bytes: episodes are seeded by (seed, task name, rollout), results are gathered in task
-order whatever the worker count, and numbers are rounded before they are written.
+order whatever the worker count or concurrency, and numbers are rounded before they are written.
+
+The turn budget ``max_steps`` has one scheme everywhere (:mod:`tcsynth.env`, :class:`Protocol`, the command
+line, ``summary.json``): a positive int, ``0`` (:data:`tcsynth.env.NO_LIMIT`) for no budget, or ``None``
+(``null``) for each row's own ``max_steps``.
 """
 
 from __future__ import annotations
@@ -29,20 +44,27 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
+import os
+import queue
 import random
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from . import configs, game, records, store
+from . import agents, configs, game, records, store
 from .agents import AgentError, make_agent
-from .env import NO_LIMIT, TextCraftEnv
+from .env import NO_LIMIT, TextCraftEnv, validate_max_steps
 from .errors import UserError
 
+PROTOCOL_FILE = "protocol.json"
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
 SUMMARY_MD_FILE = "summary.md"
-OUTPUT_FILES = (EPISODES_FILE, SUMMARY_FILE, SUMMARY_MD_FILE)
+OUTPUT_FILES = (PROTOCOL_FILE, EPISODES_FILE, SUMMARY_FILE, SUMMARY_MD_FILE)
+PROTOCOL_FORMAT = "textcraft-eval-run/1"
+# A file being replaced is written under this name first (a run killed meanwhile may leave one behind).
+_TEMPORARY = ".%s.tmp"
 MILESTONES = tuple(range(1, records.MAX_DEPTH + 1))
 WILSON_Z = 1.959963984540054  # the 97.5% quantile of the standard normal: a two-sided 95% interval
 DIGITS = 4
@@ -62,12 +84,20 @@ class AgentSpec:
         """The options worth recording (functions such as ``sleep`` are left out)."""
         return {key: value for key, value in self.options if isinstance(value, (str, int, float, bool, type(None)))}
 
+    def protocol_options(self) -> Dict[str, Any]:
+        """The recorded options that can change an episode (not timeouts, retries or a rate cap)."""
+        declared = {option.name: option for option in getattr(agents.AGENTS.get(self.name), "OPTIONS", ())}
+        return {key: value for key, value in self.public_options().items() if key not in declared or declared[key].protocol}
+
 
 @dataclass(frozen=True)
 class Protocol:
-    """How episodes are run: the turn budget (``None``: each row's ``max_steps``), rollouts and base seed."""
+    """How episodes are run: the turn budget, rollouts and base seed.
 
-    max_steps: Optional[float] = None
+    ``max_steps``: a positive int, :data:`tcsynth.env.NO_LIMIT` (0) for none, or ``None`` for each row's own.
+    """
+
+    max_steps: Optional[int] = None
     rollouts: int = 1
     seed: int = 0
 
@@ -93,10 +123,26 @@ def recipe_tree(world: game.World, targets: Iterable[str]) -> set:
     return tree
 
 
+# The last world's recipe trees by item, built as episodes ask for them (one slot: a run plays one world).
+_TREES: List[Any] = [None, {}]
+
+
+def _item_tree(world: game.World, item: str) -> frozenset:
+    """``recipe_tree(world, [item])``, each subtree computed once per world and shared."""
+    if _TREES[0] is not world:
+        _TREES[:] = [world, {}]
+    trees = _TREES[1]
+    tree = trees.get(item)
+    if tree is None:
+        below = [_item_tree(world, name) for _, parts in world.recipes.get(item, ()) for name, _ in parts]
+        tree = trees[item] = frozenset([item]).union(*below)
+    return tree
+
+
 def depth_reached(world: game.World, row: Mapping[str, Any], crafted: Iterable[str]) -> int:
     """The depth of the deepest item of the target's recipe tree that the agent crafted (0: none)."""
-    tree = recipe_tree(world, (entry["item"] for entry in row["target_items"]))
-    return max((world.depth(item) for item in crafted if item in tree), default=0)
+    trees = [_item_tree(world, entry["item"]) for entry in row["target_items"]]
+    return max((world.depth(item) for item in crafted if any(item in tree for tree in trees)), default=0)
 
 
 def run_episode(
@@ -107,8 +153,11 @@ def run_episode(
     The record: ``name``, ``difficulty``, ``rollout``, ``reward``, ``terminated``, ``truncated``, ``steps``
     (turns), ``tool_calls``, ``crafts`` (accepted), ``gold_crafts``, ``depth_reached``, ``target_depth``,
     ``problems`` (bad actions and agent notes), ``aborted`` (why the agent stopped, or null), ``verdict``
-    (the engine's) and ``turns`` (each turn's ``action``, the ``observations`` it got, and ``notes``; left out
-    when ``record_turns`` is false).
+    (the engine's), ``usage`` (only for agents whose :meth:`~tcsynth.agents.Agent.usage` reports one:
+    ``requests``, ``prompt_tokens``, ``completion_tokens``) and ``turns`` (each turn's ``action``, the
+    ``observations`` it got, and ``notes``; left out when ``record_turns`` is false).  An action that is not
+    plain JSON (NaN, an object from a custom agent) is kept as it is here; :func:`episode_line` writes its
+    ``repr``.
     """
     env = TextCraftEnv(row, world, max_steps=protocol.max_steps)
     observation, info = env.reset()
@@ -124,9 +173,10 @@ def run_episode(
             aborted = str(error)
             break
         observations, reward, terminated, truncated, info = env.step(turn.action)
-        turns.append({"action": _recordable(turn.action), "observations": [m["content"] for m in observations], "notes": list(turn.notes)})
+        turns.append({"action": turn.action, "observations": [m["content"] for m in observations], "notes": list(turn.notes)})
         notes_all.extend("turn %d: %s" % (len(turns), note) for note in turn.notes)
     info = env.info()
+    usage = agent.usage() if hasattr(agent, "usage") else None
     return {
         "name": row["name"],
         "difficulty": row["difficulty"],
@@ -143,6 +193,7 @@ def run_episode(
         "problems": info["problems"] + notes_all,
         "aborted": aborted,
         "verdict": info["verdict"],
+        **({"usage": usage} if usage is not None else {}),
         **({"turns": turns} if record_turns else {}),
     }
 
@@ -169,8 +220,18 @@ class EpisodeRun:
 
 
 def episode_line(record: Mapping[str, Any]) -> str:
-    """An episode record as its line of ``episodes.jsonl``: sorted keys, ASCII, no NaN."""
-    return json.dumps(record, ensure_ascii=True, sort_keys=True, allow_nan=False)
+    """An episode record as its line of ``episodes.jsonl``: sorted keys, ASCII, no NaN.
+
+    A turn's action that is not plain JSON is written as its ``repr`` (checked only when the whole record
+    fails to serialize: the common case costs one ``json.dumps``).
+    """
+    try:
+        return json.dumps(record, ensure_ascii=True, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        if "turns" not in record:
+            raise
+        turns = [dict(turn, action=_recordable(turn["action"])) for turn in record["turns"]]
+        return json.dumps(dict(record, turns=turns), ensure_ascii=True, sort_keys=True, allow_nan=False)
 
 
 # One worker's state, set once per process by _init_worker.
@@ -190,6 +251,9 @@ def _run_job(job: Tuple[int, int]) -> EpisodeRun:
     return EpisodeRun(record, line)
 
 
+Job = Tuple[int, int]  # (position of the row, rollout)
+
+
 def run_episodes(
     rows: Sequence[Mapping[str, Any]],
     world_document: Mapping[str, Any],
@@ -198,24 +262,113 @@ def run_episodes(
     workers: int = 1,
     progress: bool = True,
     record_turns: bool = True,
+    *,
+    concurrency: int = 1,
+    finished: Optional[Mapping[Job, EpisodeRun]] = None,
+    on_finish: Optional[Callable[[Job, EpisodeRun], EpisodeRun]] = None,
 ) -> List[EpisodeRun]:
-    """Every (task, rollout) episode, in task order then rollout order, whatever ``workers`` is."""
+    """Every (task, rollout) episode, in task order then rollout order, whatever ``workers`` or ``concurrency``.
+
+    Args:
+        workers (`int`): processes playing episodes (CPU-bound agents).
+        concurrency (`int`): episodes in flight at once in threads of this process (agents that wait on a
+            server); only with ``workers == 1``.
+        finished (`dict`, *optional*): ``{(position, rollout): EpisodeRun}`` already played (a resumed run).
+        on_finish (`callable`, *optional*): called in this thread with each episode as it finishes, in
+            completion order; what it returns is kept in place of the run (e.g. the run without its line,
+            once the line is on disk).
+    """
     from tqdm import tqdm
 
+    if workers > 1 and concurrency > 1:
+        raise EvalError("--workers and --concurrency do not combine: --concurrency for agents that wait on a server, --workers for CPU-bound ones")
     spec.build()  # fail on bad options here, not in a worker
     jobs = [(position, rollout) for position in range(len(rows)) for rollout in range(protocol.rollouts)]
-    bar = dict(total=len(jobs), desc="eval %s" % spec.name, unit="episode", disable=not progress, dynamic_ncols=True)
-    if workers <= 1 or len(jobs) <= 1:
-        _init_worker(rows, world_document, spec, protocol, record_turns)
-        try:
-            return [_run_job(job) for job in tqdm(jobs, **bar)]
-        finally:
-            _WORKER.clear()
-    chunk = max(1, min(16, len(jobs) // (workers * 8)))
-    # fork shares the rows and the world with the workers for free; spawn where fork does not exist.
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with multiprocessing.get_context(method).Pool(workers, _init_worker, (rows, world_document, spec, protocol, record_turns)) as pool:
-        return list(tqdm(pool.imap(_run_job, jobs, chunksize=chunk), **bar))
+    results: Dict[Job, EpisodeRun] = dict(finished or {})
+    todo = [job for job in jobs if job not in results]
+    solved = sum(1 for run in results.values() if run.outcome["reward"] == 1.0)
+    bar = tqdm(total=len(jobs), initial=len(results), desc="eval %s" % spec.name, unit="episode", disable=not progress, dynamic_ncols=True)
+
+    def describe(finishing: int = 0) -> None:
+        bar.set_postfix_str("solved %d/%d, requests in flight %d" % (solved, bar.n + finishing, agents.requests_in_flight()), refresh=False)
+
+    def show() -> None:  # while waiting: the requests in flight change without an episode finishing
+        describe()
+        bar.refresh()
+
+    def done(job: Job, run: EpisodeRun) -> None:
+        nonlocal solved
+        solved += run.outcome["reward"] == 1.0
+        results[job] = on_finish(job, run) if on_finish is not None else run
+        describe(1)
+        bar.update(1)  # tqdm redraws at most every 0.1 s
+
+    try:
+        if workers > 1 and len(todo) > 1:
+            chunk = max(1, min(16, len(todo) // (workers * 8)))
+            # fork shares the rows and the world with the workers for free; spawn where fork does not exist.
+            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+            with multiprocessing.get_context(method).Pool(workers, _init_worker, (rows, world_document, spec, protocol, record_turns)) as pool:
+                for job, run in pool.imap_unordered(_run_tagged_job, todo, chunksize=chunk):
+                    done(job, run)
+        else:
+            _init_worker(rows, world_document, spec, protocol, record_turns)
+            try:
+                if concurrency > 1 and len(todo) > 1:
+                    _run_in_threads(todo, min(concurrency, len(todo)), done, show)
+                else:
+                    for job in todo:
+                        done(job, _run_job(job))
+            finally:
+                _WORKER.clear()
+    finally:
+        bar.close()
+    return [results[job] for job in jobs]
+
+
+def _run_tagged_job(job: Job) -> Tuple[Job, EpisodeRun]:
+    return job, _run_job(job)
+
+
+def _run_in_threads(todo: Sequence[Job], threads: int, done: Callable[[Job, EpisodeRun], None], tick: Callable[[], None]) -> None:
+    """Play ``todo`` in ``threads`` threads; ``done`` is called here, in the calling thread, as each finishes.
+
+    The threads are daemons and stop taking jobs once one fails, so an error or Ctrl-C ends the run without
+    waiting for every episode in flight.
+    """
+    waiting: "queue.SimpleQueue[Job]" = queue.SimpleQueue()
+    for job in todo:
+        waiting.put(job)
+    finished: "queue.SimpleQueue[Tuple[Job, Optional[EpisodeRun], Optional[BaseException]]]" = queue.SimpleQueue()
+    stop = threading.Event()
+
+    def play() -> None:
+        while not stop.is_set():
+            try:
+                job = waiting.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                finished.put((job, _run_job(job), None))
+            except BaseException as error:  # handed to the calling thread, which raises it
+                finished.put((job, None, error))
+                return
+
+    for _ in range(threads):
+        threading.Thread(target=play, name="eval-episode", daemon=True).start()
+    try:
+        for _ in range(len(todo)):
+            while True:
+                try:
+                    job, run, error = finished.get(timeout=0.5)
+                    break
+                except queue.Empty:
+                    tick()  # keep the requests-in-flight figure current
+            if error is not None:
+                raise error
+            done(job, run)
+    finally:
+        stop.set()
 
 
 # ------------------------------------------------------------------------------------------------- summary
@@ -296,7 +449,26 @@ def summarize(episodes: Sequence[Mapping[str, Any]], header: Mapping[str, Any]) 
         # Why episodes stopped early, most common first (an unreachable server shows here, not as failures).
         abort_reasons=[[reason, count] for reason, count in _counted(e["aborted"] for e in episodes if e["aborted"])],
     )
+    usage = usage_totals(episodes)
+    if usage is not None:
+        summary["usage"] = usage
     return summary
+
+
+def usage_totals(episodes: Sequence[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
+    """Requests and tokens over the episodes that report ``usage`` (``None`` when none does).
+
+    A token total is ``None`` when no reply reported it (a server without ``usage`` in its replies).
+    """
+    reported = [e["usage"] for e in episodes if e.get("usage") is not None]
+    if not reported:
+        return None
+
+    def total(key: str) -> Optional[int]:
+        values = [u[key] for u in reported if u.get(key) is not None]
+        return sum(values) if values else None
+
+    return {"requests": total("requests") or 0, "prompt_tokens": total("prompt_tokens"), "completion_tokens": total("completion_tokens")}
 
 
 def _counted(values: Iterable[str]) -> List[Tuple[str, int]]:
@@ -331,14 +503,19 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
         )
     lines += ["", "| depth milestone | " + " | ".join(summary["milestones"]) + " |", "|---|" + "---:|" * len(summary["milestones"])]
     lines.append("| reached % | " + " | ".join(_percent(m["rate"]) for m in summary["milestones"].values()) + " |")
+    usage = summary.get("usage")
+    if usage is not None:
+        tokens = lambda key: "not reported" if usage[key] is None else "{:,}".format(usage[key])  # noqa: E731
+        lines += ["", "Usage: %s requests, prompt tokens %s, completion tokens %s." % ("{:,}".format(usage["requests"]), tokens("prompt_tokens"), tokens("completion_tokens"))]
     if summary.get("aborted"):
         lines += ["", "**%d of %d episodes aborted** (the agent could not go on; they count as failures):" % (summary["aborted"], summary["overall"]["episodes"]), ""]
         lines += ["- %d x %s" % (count, reason) for reason, count in summary.get("abort_reasons", [])]
     return "\n".join(lines) + "\n"
 
 
-def budget_label(max_steps: Any) -> str:
-    return {None: "row max_steps", "none": "none"}.get(max_steps, str(max_steps))
+def budget_label(max_steps: Optional[int]) -> str:
+    """``max_steps`` as the summary's Markdown says it."""
+    return "row max_steps" if max_steps is None else "none" if max_steps == NO_LIMIT else str(max_steps)
 
 
 # -------------------------------------------------------------------------------------------------- running
@@ -354,6 +531,7 @@ class EvalRequest:
     protocol: Protocol = field(default_factory=Protocol)
     limit: Optional[int] = None
     workers: int = 1
+    concurrency: int = 1  # episodes in flight at once, in threads (not with workers > 1)
     data_dir: Optional[Path] = None  # None: the checkout's data/, else the Hub dataset's
     record_turns: bool = True
 
@@ -369,50 +547,88 @@ def select_rows(data: store.Records, config: str, split: str, limit: Optional[in
     return rows[:limit] if limit is not None else rows
 
 
-def evaluate(request: EvalRequest, progress: bool = True) -> Tuple[List[EpisodeRun], Dict[str, Any]]:
-    """Run the request; returns the episodes and the summary."""
-    if request.protocol.rollouts < 1 or request.workers < 1 or (request.limit is not None and request.limit < 1):
-        raise EvalError("rollouts, workers and limit must be positive")
+def check_request(request: EvalRequest) -> None:
+    """Refuse bad numbers and an unknown config or split before anything runs."""
+    if request.protocol.rollouts < 1 or request.workers < 1 or request.concurrency < 1 or (request.limit is not None and request.limit < 1):
+        raise EvalError("rollouts, workers, concurrency and limit must be positive")
+    if request.workers > 1 and request.concurrency > 1:
+        raise EvalError("--workers and --concurrency do not combine: --concurrency for agents that wait on a server, --workers for CPU-bound ones")
+    if request.protocol.max_steps is not None:
+        try:
+            validate_max_steps(request.protocol.max_steps)
+        except ValueError as error:
+            raise EvalError(str(error))
     configs.task_config(request.config, request.split)
-    data = store.load_records(store.resolve_data_dir(request.data_dir), splits=(request.split,))
-    rows = select_rows(data, request.config, request.split, request.limit)
-    data.world  # a recipes.json that is not a world stops here, before any episode
-    runs = run_episodes(rows, data.world_document, request.spec, request.protocol, request.workers, progress, request.record_turns)
-    max_steps = request.protocol.max_steps
-    header = {
+
+
+def run_header(request: EvalRequest) -> Dict[str, Any]:
+    """What the summary says about the run: agent, options, config, split, limit and the protocol."""
+    return {
         "agent": request.spec.name,
         "options": request.spec.public_options(),
         "config": request.config,
         "split": request.split,
         "limit": request.limit,
-        "max_steps": "none" if max_steps == NO_LIMIT else max_steps,
+        "max_steps": request.protocol.max_steps,
         "rollouts": request.protocol.rollouts,
         "seed": request.protocol.seed,
     }
-    return runs, summarize([run.outcome for run in runs], header)
+
+
+def protocol_document(request: EvalRequest) -> Dict[str, Any]:
+    """``protocol.json``: everything that decides what the run's episodes hold (a resume must match it)."""
+    document = dict(run_header(request), format=PROTOCOL_FORMAT, options=request.spec.protocol_options())
+    document["record_turns"] = request.record_turns
+    return document
+
+
+def _load_rows(request: EvalRequest) -> Tuple[List[Dict[str, Any]], Mapping[str, Any]]:
+    data = store.load_records(store.resolve_data_dir(request.data_dir), splits=(request.split,))
+    rows = select_rows(data, request.config, request.split, request.limit)
+    data.world  # a recipes.json that is not a world stops here, before any episode
+    return rows, data.world_document
+
+
+def evaluate(request: EvalRequest, progress: bool = True) -> Tuple[List[EpisodeRun], Dict[str, Any]]:
+    """Run the request in memory; returns the episodes and the summary (see :func:`run_into` for files)."""
+    check_request(request)
+    rows, world_document = _load_rows(request)
+    runs = run_episodes(rows, world_document, request.spec, request.protocol, request.workers, progress, request.record_turns, concurrency=request.concurrency)
+    return runs, summarize([run.outcome for run in runs], run_header(request))
 
 
 def result_files(runs: Sequence[EpisodeRun], summary: Mapping[str, Any]) -> Dict[str, bytes]:
     """The bytes of the three output files."""
     return {
         EPISODES_FILE: "".join(run.line + "\n" for run in runs).encode("ascii"),
-        SUMMARY_FILE: (json.dumps(summary, ensure_ascii=True, sort_keys=True, indent=1, allow_nan=False) + "\n").encode("ascii"),
+        SUMMARY_FILE: summary_json(summary),
         SUMMARY_MD_FILE: summary_markdown(summary).encode("utf-8"),
     }
 
 
-def check_output_dir(out: Path, force: bool = False) -> None:
-    """Refuse an output path that is a file, holds anything but eval output, or holds a run (unless ``force``)."""
+def summary_json(summary: Mapping[str, Any]) -> bytes:
+    return (json.dumps(summary, ensure_ascii=True, sort_keys=True, indent=1, allow_nan=False) + "\n").encode("ascii")
+
+
+def _ours(name: str) -> bool:
+    return name in OUTPUT_FILES or any(name == _TEMPORARY % known for known in OUTPUT_FILES)
+
+
+def check_output_dir(out: Path, force: bool = False, resume: bool = False) -> None:
+    """Refuse an output path that is a file, holds anything but eval output, or holds a run (unless ``force``
+    or ``resume``)."""
     out = Path(out)
+    if force and resume:
+        raise EvalError("--force and --resume do not combine: --force starts over, --resume goes on")
     if out.exists() or out.is_symlink():
         if not out.is_dir() or out.is_symlink():
             raise EvalError("%s exists and is not a directory" % out)
         present = sorted(p.name for p in out.iterdir())
-        foreign = [name for name in present if name not in OUTPUT_FILES]
+        foreign = [name for name in present if not _ours(name)]
         if foreign:
             raise EvalError("%s holds files that are not eval output (%s); choose another --out" % (out, ", ".join(foreign[:3])))
-        if present and not force:
-            raise EvalError("%s already holds an eval run; choose another --out, or pass --force to replace it" % out)
+        if present and not (force or resume):
+            raise EvalError("%s already holds an eval run; pass --resume to finish it, --force to replace it, or choose another --out" % out)
     elif out.parent.exists() and not out.parent.is_dir():
         raise EvalError("%s cannot be made: %s is not a directory" % (out, out.parent))
 
@@ -421,3 +637,153 @@ def write_results(out: Path, files: Mapping[str, bytes], force: bool = False) ->
     """Write the output directory whole, or not at all (see :func:`check_output_dir`)."""
     check_output_dir(out, force)
     store.replace_directory(Path(out), files)
+
+
+# ------------------------------------------------------------------------------------- streaming and resume
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """``path`` holds ``data`` or what it held before: written to a temporary sibling, fsynced, renamed."""
+    temporary = path.with_name(_TEMPORARY % path.name)
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+class EpisodeLog:
+    """``episodes.jsonl`` while a run goes on: each finished episode appended as one whole, flushed line.
+
+    It remembers where each episode's line is, so the final file in task order is copied from it without
+    holding every line in memory.
+    """
+
+    def __init__(self, path: Path, kept: Sequence[Tuple[Job, str]] = ()) -> None:
+        self.path = Path(path)
+        self.where: Dict[Job, Tuple[int, int]] = {}
+        # Start from the kept lines only (a resumed run drops a torn last line and the aborted episodes).
+        _write_atomically(self.path, b"")
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        for job, line in kept:
+            self.append(job, line)
+
+    def append(self, job: Job, line: str) -> None:
+        data = (line + "\n").encode("ascii")
+        offset = os.lseek(self._fd, 0, os.SEEK_END)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+        self.where[job] = (offset, len(data))
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def finish(self, order: Sequence[Job]) -> None:
+        """Rewrite the file with the episodes in ``order`` (task order), atomically, and close it."""
+        self.close()
+        temporary = self.path.with_name(_TEMPORARY % self.path.name)
+        with open(self.path, "rb") as source, open(temporary, "wb") as target:
+            for job in order:
+                offset, size = self.where[job]
+                source.seek(offset)
+                target.write(source.read(size))
+            target.flush()
+            os.fsync(target.fileno())
+        os.replace(temporary, self.path)
+
+
+def finished_episodes(out: Path, jobs: Mapping[Tuple[str, int], Job]) -> List[Tuple[Job, str, Dict[str, Any]]]:
+    """The finished episodes an earlier run left in ``out/episodes.jsonl``: ``(job, line, outcome)``.
+
+    A last line without its newline (the run was killed while writing it), an aborted episode (to be run
+    again) and a second line for the same episode are dropped; a line of an episode this protocol does not
+    play is refused.
+    """
+    path = Path(out) / EPISODES_FILE
+    if not path.exists():
+        return []
+    kept: Dict[Job, Tuple[str, Dict[str, Any]]] = {}
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.endswith(b"\n"):
+                break  # torn by the kill
+            line = raw[:-1].decode("ascii")
+            try:
+                record = json.loads(line)
+                key = (record["name"], record["rollout"])
+            except (ValueError, KeyError, TypeError):
+                raise EvalError("%s line %d is not an episode record; pass --force to start over" % (path, number))
+            if key not in jobs:
+                raise EvalError("%s holds an episode this run does not play (%s, rollout %s); pass --force to start over" % (path, key[0], key[1]))
+            if record.get("aborted") or jobs[key] in kept:
+                continue
+            record.pop("turns", None)
+            kept[jobs[key]] = (line, record)
+    return [(job, line, record) for job, (line, record) in kept.items()]
+
+
+def _differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> List[str]:
+    return ["%s %s, now %s" % (key, json.dumps(old.get(key), sort_keys=True), json.dumps(new.get(key), sort_keys=True))
+            for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+
+
+def start_run(out: Path, request: EvalRequest, force: bool = False, resume: bool = False) -> Optional[Dict[str, Any]]:
+    """Make ``out`` ready for a run: ``None`` for a fresh start, or the earlier run's ``protocol.json``.
+
+    A fresh start clears ``out`` (with ``force``) and writes ``protocol.json``; a resume checks that the
+    protocol matches.  Every refusal is an :class:`EvalError` raised before anything is changed.
+    """
+    out = Path(out)
+    check_output_dir(out, force, resume)
+    document = protocol_document(request)
+    present = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if resume and present:
+        try:
+            earlier = json.loads((out / PROTOCOL_FILE).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise EvalError("%s holds no %s, so it cannot be resumed; pass --force to start over" % (out, PROTOCOL_FILE))
+        except ValueError:
+            raise EvalError("%s/%s is not JSON; pass --force to start over" % (out, PROTOCOL_FILE))
+        if earlier != document:
+            raise EvalError("%s was run under another protocol (%s); resume with the same options, or pass --force to start over" % (out, "; ".join(_differences(earlier, document))))
+        return earlier
+    out.mkdir(parents=True, exist_ok=True)
+    for name in present:
+        (out / name).unlink()
+    _write_atomically(out / PROTOCOL_FILE, summary_json(document))
+    return None
+
+
+def run_into(request: EvalRequest, out: Path, force: bool = False, resume: bool = False, progress: bool = True) -> Dict[str, Any]:
+    """Run the request into ``out`` as it goes (see the module docstring); returns the summary.
+
+    Episodes are appended to ``episodes.jsonl`` as they finish; with ``resume`` the finished episodes of an
+    earlier run under the same protocol are kept and only the others are played.
+    """
+    check_request(request)
+    request.spec.build()  # bad options stop here, before --out is touched
+    check_output_dir(out, force, resume)
+    rows, world_document = _load_rows(request)
+    jobs = {(row["name"], rollout): (position, rollout) for position, row in enumerate(rows) for rollout in range(request.protocol.rollouts)}
+    resumed = start_run(out, request, force, resume) is not None
+    kept = finished_episodes(out, jobs) if resumed else []
+    log = EpisodeLog(Path(out) / EPISODES_FILE, [(job, line) for job, line, _ in kept])
+    try:
+        def on_finish(job: Job, run: EpisodeRun) -> EpisodeRun:
+            log.append(job, run.line)
+            return EpisodeRun(run.outcome, "")  # the line is on disk; keep only the outcome in memory
+
+        runs = run_episodes(
+            rows, world_document, request.spec, request.protocol, request.workers, progress, request.record_turns,
+            concurrency=request.concurrency, finished={job: EpisodeRun(outcome, "") for job, _, outcome in kept}, on_finish=on_finish,
+        )
+    finally:
+        log.close()
+    log.finish(sorted(jobs.values()))
+    summary = summarize([run.outcome for run in runs], run_header(request))
+    _write_atomically(Path(out) / SUMMARY_FILE, summary_json(summary))
+    _write_atomically(Path(out) / SUMMARY_MD_FILE, summary_markdown(summary).encode("utf-8"))
+    return summary

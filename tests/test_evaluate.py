@@ -11,6 +11,7 @@ import pytest
 
 from tcsynth import cli, evaluate, records, store
 from tcsynth.agents import PlannerAgent
+from tcsynth.env import NO_LIMIT
 from tcsynth.evaluate import Protocol, crafter_score, depth_reached, milestone_rates, run_episode, wilson_interval
 
 Z = 1.959963984540054
@@ -123,7 +124,7 @@ def test_episode_seeds_are_stable_and_distinct():
 def test_eval_writes_episodes_and_summary(tmp_path, data):
     out = tmp_path / "oracle"
     assert run_cli("--agent", "oracle", "--batch", "--limit", "6", "--out", str(out)) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["episodes.jsonl", "summary.json", "summary.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["episodes.jsonl", "protocol.json", "summary.json", "summary.md"]
     episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert [e["name"] for e in episodes] == [row["name"] for row in data.tasks["val"][:6]]
     assert all(e["reward"] == 1.0 and e["steps"] == 1 for e in episodes)
@@ -160,7 +161,9 @@ def test_budget_one_truncates_the_planner(tmp_path):
 
 def test_unlimited_budget_is_recorded(tmp_path):
     assert run_cli("--agent", "nop", "--max-steps", "0", "--limit", "1", "--out", str(tmp_path / "n")) == 0
-    assert json.loads((tmp_path / "n" / "summary.json").read_text())["max_steps"] == "none"
+    summary = json.loads((tmp_path / "n" / "summary.json").read_text())
+    assert summary["max_steps"] == 0 == NO_LIMIT  # one scheme: 0 is no limit, null the row's budget
+    assert "turn budget none" in (tmp_path / "n" / "summary.md").read_text()
 
 
 @pytest.mark.parametrize(
@@ -254,3 +257,20 @@ def test_table_orders_by_success_then_score(repo):
 
     table = leaderboard.render_table({"b": summary(0.5, 10.0), "a": summary(0.5, 20.0), "c": summary(0.9, 1.0)})
     assert [line.split("|")[2].strip() for line in table.splitlines()[2:]] == ["`c`", "`a`", "`b`"]
+
+
+def test_an_action_that_is_not_json_is_recorded_as_its_repr(data, world):
+    class NaNAgent(PlannerAgent):
+        def act(self, observations):
+            return evaluate.agents.Turn({"name": "craft", "arguments": {"ingredients": {}, "target": ["x", float("nan")]}})
+
+    episode = run_episode(data.tasks["val"][0], world, NaNAgent(), Protocol(max_steps=2))
+    line = json.loads(evaluate.episode_line(episode))
+    assert line["turns"][0]["action"] == repr(episode["turns"][0]["action"]) and "nan" in line["turns"][0]["action"]
+    assert len(line["turns"]) == 2 and line["truncated"]
+
+
+def test_shared_subtrees_give_the_same_tree_as_the_walk(data, world):
+    for row in data.tasks["val"][:60]:
+        targets = [entry["item"] for entry in row["target_items"]]
+        assert frozenset().union(*(evaluate._item_tree(world, t) for t in targets)) == evaluate.recipe_tree(world, targets)

@@ -6,6 +6,8 @@ import importlib.util
 import json
 import math
 import random
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -26,9 +28,18 @@ def load_leaderboard(repo):
 
 
 @pytest.fixture(autouse=True)
-def records_read_once(data, monkeypatch):
-    """The command reads data/ through store.load_records; hand it the session's copy to keep the tests quick."""
-    monkeypatch.setattr(store, "load_records", lambda data_dir, splits=records.SPLITS: data)
+def records_read_once(data, monkeypatch, request):
+    """The command reads data/ through store.load_records; hand it the session's copy to keep the tests
+    quick, after checking it asked for the checkout's data/ (the real loader runs in the tests marked
+    ``real_loader``, through --data-dir)."""
+    if "real_loader" in request.keywords:
+        return
+
+    def load(data_dir, splits=records.SPLITS):
+        assert Path(data_dir).resolve() == store.DEFAULT_DATA_DIR.resolve(), data_dir
+        return data
+
+    monkeypatch.setattr(store, "load_records", load)
 
 
 def run_cli(*argv):
@@ -114,8 +125,20 @@ def test_an_eval_run_can_read_one_split(repo, data):
 def test_episode_seeds_are_stable_and_distinct():
     assert evaluate.episode_seed(0, "t", 0) == evaluate.episode_seed(0, "t", 0)
     assert len({evaluate.episode_seed(s, n, r) for s in (0, 1) for n in ("a", "b") for r in (0, 1)}) == 8
-    # Derived from a string, so not from Python's per-process hash seed.
-    assert evaluate.episode_seed(0, "t", 0) == random.Random("0:t:0").randrange(2**63)
+
+
+def test_episode_seeds_do_not_depend_on_the_hash_seed():
+    # Two other processes with other PYTHONHASHSEED values give the same seeds as this one.
+    import os
+    import subprocess
+    import sys
+
+    code = "from tcsynth import evaluate; print([evaluate.episode_seed(s, n, 1) for s in (0, 7) for n in ('val-a', 'train-b')])"
+    here = [evaluate.episode_seed(s, n, 1) for s in (0, 7) for n in ("val-a", "train-b")]
+    for hash_seed in ("1", "4242"):
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                env=dict(os.environ, PYTHONHASHSEED=hash_seed), cwd=Path(__file__).resolve().parent.parent)
+        assert json.loads(result.stdout) == here
 
 
 # --------------------------------------------------------------------------------------------- the command
@@ -274,3 +297,45 @@ def test_shared_subtrees_give_the_same_tree_as_the_walk(data, world):
     for row in data.tasks["val"][:60]:
         targets = [entry["item"] for entry in row["target_items"]]
         assert frozenset().union(*(evaluate._item_tree(world, t) for t in targets)) == evaluate.recipe_tree(world, targets)
+
+
+@pytest.mark.real_loader
+def test_the_real_loader_reads_the_data_dir_it_is_given(tmp_path, data, repo):
+    # A data directory whose val split holds only its first three tasks: what eval runs shows it was read.
+    copy = tmp_path / "data"
+    (copy / records.TASKS_CONFIG).mkdir(parents=True)
+    for name in (records.RECIPES_FILE, records.LICENSE_FILE):
+        shutil.copy(repo / "data" / name, copy / name)
+    shutil.copy(store.parquet_path(repo / "data", records.TASKS_CONFIG, "train"), store.parquet_path(copy, records.TASKS_CONFIG, "train"))
+    from tcsynth import configs
+
+    store.parquet_path(copy, records.TASKS_CONFIG, "val").write_bytes(store.parquet_bytes(data.tasks["val"][:3], configs.features(configs.TASKS)))
+    out = tmp_path / "run"
+    assert run_cli("--agent", "planner", "--batch", "--data-dir", str(copy), "--out", str(out)) == 0
+    episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert [e["name"] for e in episodes] == [row["name"] for row in data.tasks["val"][:3]]
+
+
+@pytest.mark.real_loader
+def test_a_missing_data_dir_is_one_error_line(tmp_path, capsys):
+    assert run_cli("--agent", "nop", "--data-dir", str(tmp_path / "nowhere"), "--out", str(tmp_path / "run")) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "nowhere" in err and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_config_selects_one_difficulty(tmp_path, data):
+    out = tmp_path / "medium"
+    assert run_cli("--agent", "oracle", "--config", "medium", "--limit", "4", "--out", str(out)) == 0
+    names = [json.loads(line)["name"] for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert names == [row["name"] for row in data.tasks["val"] if row["difficulty"] == "medium"][:4]
+
+
+def test_calls_per_turn_sets_the_turns(tmp_path, data):
+    row = next(r for r in data.tasks["val"] if len(r["gold_trajectory"]) >= 9)
+    position = data.tasks["val"].index(row)
+    out = tmp_path / "three"
+    assert run_cli("--agent", "oracle", "--calls-per-turn", "3", "--limit", str(position + 1), "--out", str(out)) == 0
+    episode = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()][-1]
+    calls = len(row["gold_trajectory"]) + 1
+    assert episode["name"] == row["name"] and episode["steps"] == -(-calls // 3) and episode["reward"] == 1.0

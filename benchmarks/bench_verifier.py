@@ -136,7 +136,7 @@ def main() -> None:
     row = data.tasks["train"][0]
     with tempfile.TemporaryDirectory() as tmp:
         task_dir = Path(tmp) / row["name"]
-        harbor.write_task(task_dir, harbor.task_files(row, data.recipes_bytes, harbor.game_bytes()))
+        harbor.write_task(task_dir, harbor.task_files(row, harbor.SharedBytes(data.recipes_bytes, data.world_name)))
         root = Path(tmp) / "sandbox"
         (root / "app").mkdir(parents=True)
         os.symlink(task_dir / "tests", root / "tests")  # the trusted side may be reached through links

@@ -202,7 +202,7 @@ def sandbox(tmp_path_factory, rows, data):
     from tcsynth import harbor
 
     directory = tmp_path_factory.mktemp("fuzz-verify")
-    (directory / "task.json").write_bytes(harbor.task_json_bytes(rows[0], harbor.sha256_hex(data.recipes_bytes)))
+    (directory / "task.json").write_bytes(harbor.files.task_json_bytes(rows[0], data.world_name, records.sha256_hex(data.recipes_bytes)))
     (directory / "recipes.json").write_bytes(data.recipes_bytes)
     (directory / "root" / "app").mkdir(parents=True)
     return directory

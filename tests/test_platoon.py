@@ -61,6 +61,7 @@ async def main(config, overrides):
     (entry,) = resolved.config.environments
     harness = get_harness(entry.harness)
     service = harbor_service(entry)
+    # Without a split manifest or a hold-out, every split lists every task the fetch selected.
     names = await service.list_tasks("train")
     await service.check_tasks("train", names)
     report = {}

@@ -8,6 +8,5 @@ set -u
 root="${PLATOON_SANDBOX_ROOT:-}"
 tests="$root/tests"
 out="$root/logs/verifier"
-mkdir -p "$out"
 exec python3 -I "$tests/{{game_file}}" verify --task "$tests/{{task_file}}" --recipes "$tests/{{recipes_file}}" \
   --root "$root/" --log {{log_relpath}} --out "$out"

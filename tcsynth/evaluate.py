@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from . import configs, game, records, store
+from . import configs, game, records, recursive_env, store
 from .agents import AgentError, make_agent
 from .env import NO_LIMIT, TextCraftEnv
 from .errors import UserError
@@ -110,9 +110,14 @@ def run_episode(
     (the engine's) and ``turns`` (each turn's ``action``, the ``observations`` it got, and ``notes``; left out
     when ``record_turns`` is false).
     """
-    env = TextCraftEnv(row, world, max_steps=protocol.max_steps)
+    seed = episode_seed(protocol.seed, row["name"], rollout)
+    recursive = getattr(agent, "recursive", False)  # an agent that launches subagents (tcsynth.recursive_env)
+    if recursive:
+        env = recursive_env.tree_env(row, world, agent, protocol.max_steps, seed)
+    else:
+        env = TextCraftEnv(row, world, max_steps=protocol.max_steps)
     observation, info = env.reset()
-    agent.reset(observation, info, rng=random.Random(episode_seed(protocol.seed, row["name"], rollout)), row=row if agent.privileged else None)
+    agent.reset(observation, info, rng=random.Random(seed), row=row if agent.privileged else None)
     turns: List[Dict[str, Any]] = []
     notes_all: List[str] = []
     observations: List[Dict[str, Any]] = []
@@ -127,7 +132,7 @@ def run_episode(
         turns.append({"action": _recordable(turn.action), "observations": [m["content"] for m in observations], "notes": list(turn.notes)})
         notes_all.extend("turn %d: %s" % (len(turns), note) for note in turn.notes)
     info = env.info()
-    return {
+    record = {
         "name": row["name"],
         "difficulty": row["difficulty"],
         "rollout": rollout,
@@ -145,6 +150,9 @@ def run_episode(
         "verdict": info["verdict"],
         **({"turns": turns} if record_turns else {}),
     }
+    if recursive:
+        record.update(recursive_env.delegation_fields(env, row, world, agent, protocol.max_steps, seed))
+    return record
 
 
 def _recordable(action: Any) -> Any:
@@ -296,6 +304,8 @@ def summarize(episodes: Sequence[Mapping[str, Any]], header: Mapping[str, Any]) 
         # Why episodes stopped early, most common first (an unreachable server shows here, not as failures).
         abort_reasons=[[reason, count] for reason, count in _counted(e["aborted"] for e in episodes if e["aborted"])],
     )
+    if any("subagents" in e for e in episodes):  # recursive agents: see tcsynth.recursive_env
+        summary["delegation"] = recursive_env.delegation_summary(episodes)
     return summary
 
 
@@ -334,7 +344,10 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
     if summary.get("aborted"):
         lines += ["", "**%d of %d episodes aborted** (the agent could not go on; they count as failures):" % (summary["aborted"], summary["overall"]["episodes"]), ""]
         lines += ["- %d x %s" % (count, reason) for reason, count in summary.get("abort_reasons", [])]
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    if summary.get("delegation"):
+        text += recursive_env.delegation_markdown(summary["delegation"])
+    return text
 
 
 def budget_label(max_steps: Any) -> str:

@@ -20,8 +20,9 @@ PACKAGE = REPO / "tcsynth"
 LAYERS = (
     ("errors", "game", "templating"),  # the standard-library engine knows nothing of the package
     ("records", "prompts", "toolcalls"),  # the row schema and its facts; what an agent is told; call parsing
-    ("store", "configs"),  # where records live and how they read; the configs as data
-    ("sft", "harbor", "env", "rewards", "agents", "generate"),  # products, which never import each other
+    ("store", "configs", "recursive"),  # where records live and how they read; the configs as data; the recursive rules
+    ("sft", "harbor", "env", "rewards", "agents", "generate", "sft_recursive"),  # products, which never import each other
+    ("recursive_env",),  # the chat environment of a recursive tree and its runner: env and agents together
     ("build", "evaluate", "publish"),  # jobs that combine products
     ("cli",),
     ("__init__", "__main__"),

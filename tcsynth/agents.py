@@ -525,10 +525,11 @@ def _short(data: Any, limit: int = 200) -> str:
 # ------------------------------------------------------------------------------------------ the recursive one
 
 
-DEFAULT_DELEGATE_DEPTH = 3
+DEFAULT_DELEGATE_DEPTH = 3  # the same as tcsynth.recursive.DEFAULT_DELEGATE_DEPTH (a test holds them together)
 # A child's turn budget when the parent's own is unlimited (it must be a whole number in the call).
 DEFAULT_CHILD_STEPS = 75
 MAX_DELEGATION_ROUNDS = 3
+DEFAULT_MAX_DELEGATION_DEPTH = 2  # the same as tcsynth.recursive.DEFAULT_MAX_DEPTH
 
 
 class RecursivePlannerAgent(PlannerAgent):
@@ -550,10 +551,10 @@ class RecursivePlannerAgent(PlannerAgent):
     OPTIONS = (
         CALLS_PER_TURN,
         Option("delegate_depth", "recursive-planner: delegate ingredients at least this deep (default: %(default)s)", positive_int, default=DEFAULT_DELEGATE_DEPTH),
-        Option("max_delegation_depth", "recursive agents: how deep subagents may nest; 0 for none (default: %(default)s)", int, default=3),
+        Option("max_delegation_depth", "recursive agents: how deep subagents may nest; 0 for none (default: %(default)s)", int, default=DEFAULT_MAX_DELEGATION_DEPTH),
     )
 
-    def __init__(self, calls_per_turn: Optional[int] = 1, delegate_depth: int = DEFAULT_DELEGATE_DEPTH, max_delegation_depth: int = 3) -> None:
+    def __init__(self, calls_per_turn: Optional[int] = 1, delegate_depth: int = DEFAULT_DELEGATE_DEPTH, max_delegation_depth: int = DEFAULT_MAX_DELEGATION_DEPTH) -> None:
         super().__init__(calls_per_turn)
         if type(delegate_depth) is not int or delegate_depth < 1:
             raise ValueError("delegate_depth must be a positive integer, got %r" % (delegate_depth,))

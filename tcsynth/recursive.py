@@ -41,8 +41,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from . import game, prompts, records
 
 LAUNCH_TOOL = "launch_subagent"
-# How deep delegation may go when nobody says: the root, its children and grandchildren may launch.
-DEFAULT_MAX_DEPTH = 3
+# How deep delegation may go when nobody says: the root and its children may launch, grandchildren may not.
+DEFAULT_MAX_DEPTH = 2
+# The baselines' and the SFT data's choice: an ingredient at least this deep is a subagent's job.
+DEFAULT_DELEGATE_DEPTH = 3
 ROOT_PATH = "0"
 
 LAUNCH_SCHEMA: Dict[str, Any] = {
@@ -397,3 +399,28 @@ def replay_tree(
     if stray:
         raise ValueError("agents %s are never launched" % ", ".join(stray))
     return {node.path: verdicts[node.path] for node in tree.agents if node.path in verdicts}
+
+
+class IdealSubagent:
+    """A ``subagent`` callback for :func:`replay_agent` that knows the world: each child crafts exactly its
+    targets from the shared inventory (the planner's crafts, nothing delegated) and finishes.
+
+    For grading one agent's completion alone (:func:`tcsynth.rewards.get_textcraft_recursive_reward`):
+    the children it launches are assumed competent, so the agent is judged on its own decomposition and
+    crafts.  A child whose targets cannot be made from what the inventory holds fails like a real one.
+    """
+
+    def __init__(self, world: game.World):
+        self.world = world
+        self.recipes = {item: {"ingredients": dict(options[0][1]), "result_count": options[0][0]} for item, options in world.recipes.items() if options}
+        self.depths = {item: world.depth(item) for item in self.recipes}
+
+    def __call__(self, child: Agent) -> int:
+        with child.tree.lock:
+            held = dict(child.tree.inventory)
+        _, crafts = plan_part(child.targets, self.recipes, self.depths, held, None)
+        for item, total, ingredients in crafts:
+            if child.call("craft", {"ingredients": ingredients, "target": [item, total]}).startswith("Error"):
+                return 1  # gives up: the parent gets the "did not finish" answer
+        child.call("finish", {"message": records.finish_message(child.targets)})
+        return 1 + len(crafts)

@@ -16,6 +16,9 @@ agent       what it does
 ``openai``  a chat model behind ``/chat/completions`` with tool calling, prompted by :mod:`tcsynth.prompts`
 ==========  ===============================================================================================
 
+``recursive-planner`` is the planner that hands deep subtrees to subagents (``launch_subagent``, see
+:mod:`tcsynth.recursive`); the runner plays its subagents (:mod:`tcsynth.recursive_env`).
+
 ``calls_per_turn`` (oracle, planner) sets how many tool calls one turn may carry; ``None`` puts every call
 the agent has ready into one turn.  :func:`make_agent` builds an agent by name.  Each agent declares its
 settings in ``OPTIONS`` (:class:`Option`): the command line makes its flags from them, so adding an agent

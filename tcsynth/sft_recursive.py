@@ -136,10 +136,10 @@ def _render_agent(task_name: str, node: recursive.Agent, world: game.World, budg
             for item, count in delegations
         ]
         names = [item for item, _ in delegations]
-        if rounds == 1:
-            intent = "%s %s deep, so I'll hand %s to subagents, deepest first, then see what they left." % (
-                _items(names), "is" if len(names) == 1 else "are", "it" if len(names) == 1 else "each",
-            )
+        if rounds == 1 and len(names) == 1:
+            intent = "%s is deep, so I'll hand it to a subagent, then see what it left." % names[0]
+        elif rounds == 1:
+            intent = "%s are deep, so I'll hand each to a subagent, deepest first, then see what they left." % _items(names)
         else:
             intent = "A subagent used some of what I had counted on; I'll ask for %s again." % _items(names)
         answers = talk.turn(intent, calls + [("view_inventory", {})])

@@ -17,8 +17,9 @@ Runner
     parent's policy (``agent.spawn()``), seeded by the episode seed and the child's path, and keeps one
     record per child (:func:`child_record`).  :func:`tree_env` builds a root environment with it;
     :func:`delegation_fields` adds to an episode record ``subagents``, ``max_delegation_depth`` (the
-    deepest launch), ``children`` and ``planner_steps`` (the root turns the plain planner takes on the same
-    task, so the summary can show the turns delegation saves at the root).
+    deepest launch), ``children``, ``tree_steps``/``tree_tool_calls``/``tree_crafts`` (every agent's; the
+    record's own ``steps``, ``tool_calls`` and ``crafts`` stay the root's) and ``planner_steps`` (the root
+    turns the plain planner takes on the same task, so the summary can show the turns saved at the root).
 """
 
 from __future__ import annotations
@@ -218,6 +219,10 @@ def delegation_fields(env: RecursiveTextCraftEnv, row: Mapping[str, Any], world:
         "subagents": len(children),
         "max_delegation_depth": max((child["depth"] for child in children), default=0),
         "children": children,
+        # The record's steps, tool_calls and crafts are the root's; these count every agent of the tree.
+        "tree_steps": env.steps + sum(child["steps"] for child in children),
+        "tree_tool_calls": env.tool_calls + sum(child["tool_calls"] for child in children),
+        "tree_crafts": env.game.crafts + sum(child["crafts"] for child in children),
         "planner_steps": plain.steps,
         "planner_reward": outcome["reward"],
     }
@@ -269,6 +274,9 @@ def delegation_summary(episodes: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
         "max_delegation_depth": dict(sorted(depths.items(), key=lambda kv: int(kv[0]))),
         "child_success_by_depth": by_depth,
         "mean_root_steps": round(sum(e["steps"] for e in roots) / n, 4) if n else 0.0,
+        "mean_tree_steps": round(sum(e["tree_steps"] for e in roots) / n, 4) if n else 0.0,
+        # Crafts of the whole tree over the gold trajectory's (the overall crafts_over_gold is the root's).
+        "tree_crafts_over_gold": round(sum(e["tree_crafts"] for e in roots) / max(1, sum(e["gold_crafts"] for e in roots)), 4),
         "mean_planner_steps": round(sum(e["planner_steps"] for e in roots) / n, 4) if n else 0.0,
         # Over the episodes both solved: how many fewer turns the root took than the planner.
         "mean_root_steps_saved": round(sum(e["planner_steps"] - e["steps"] for e in both) / len(both), 4) if both else None,

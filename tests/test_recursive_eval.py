@@ -48,6 +48,8 @@ def test_episode_record_has_the_delegation_fields(data, world, calls_per_turn, d
     launches = [call["arguments"]["targets"] for turn in record["turns"] for call in turn["action"] if call["name"] == recursive.LAUNCH_TOOL]
     assert [{e["item"]: e["count"] for e in child["targets"]} for child in children if child["depth"] == 1] == launches
     assert record["planner_reward"] == 1.0 and record["planner_steps"] > record["steps"]
+    assert record["tree_steps"] == record["steps"] + sum(child["steps"] for child in children)
+    assert record["tree_crafts"] == record["crafts"] + sum(child["crafts"] for child in children) >= record["gold_crafts"]
 
 
 def test_an_easy_task_delegates_nothing_and_matches_the_planner(data, world):

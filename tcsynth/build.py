@@ -133,6 +133,10 @@ def config_rows(spec: configs.ConfigSpec, data: Records, split: str) -> List[Dic
         return recipe_rows(data)
     if spec.kind == configs.SFT:
         rows = sft.sft_rows(data, split, parallel=spec.parallel)
+    elif spec.kind == configs.SFT_RECURSIVE:
+        from . import sft_recursive
+
+        rows = sft_recursive.sft_recursive_rows(data, split)
     else:
         rows = data.tasks[split]
     return [row for row in rows if spec.keeps(row)]

@@ -17,11 +17,17 @@ from .errors import UserError
 
 # What a config's rows are: task rows, one row per item of the world, or one conversation per task.
 TASKS, RECIPES, SFT = "tasks", "recipes", "sft"
+# One conversation per agent of a tree of agents that delegate (see tcsynth.sft_recursive).
+SFT_RECURSIVE = "sft-recursive"
 
 # The columns of an sft row (see tcsynth.sft): task columns, the conversation, then its sizes.
 SFT_TASK_COLUMNS = ("name", "split", "difficulty", "max_depth", "num_craft_steps")
 SFT_SIZE_COLUMNS = ("num_turns", "num_tool_calls", "num_characters")
 SFT_COLUMNS = SFT_TASK_COLUMNS + ("messages", "tools") + SFT_SIZE_COLUMNS
+# The columns of an sft-recursive row: the task, where the agent sits, its own goal, snapshot and budget.
+SFT_RECURSIVE_COLUMNS = (
+    "name", "split", "difficulty", "agent_path", "parent_path", "depth", "targets", "initial_inventory", "num_steps", "messages", "tools",
+) + SFT_SIZE_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -32,7 +38,7 @@ class ConfigSpec:
         name (`str`): the config name users pass to ``load_dataset``.
         description (`str`): one sentence for the dataset card and the builder.
         splits (`tuple[str, ...]`): its split names, in order.
-        kind (`str`): what its rows are: :data:`TASKS`, :data:`RECIPES` or :data:`SFT`.
+        kind (`str`): what its rows are: :data:`TASKS`, :data:`RECIPES`, :data:`SFT` or :data:`SFT_RECURSIVE`.
         difficulty (`str`, *optional*): keep only rows of this difficulty.
         parallel (`bool`, defaults to `True`): sft configs only: several tool calls per assistant turn
             (``False``: exactly one).
@@ -90,6 +96,15 @@ def _all() -> Dict[str, ConfigSpec]:
             records.SPLITS,
             SFT,
             parallel=False,
+        )
+    )
+    specs.append(
+        ConfigSpec(
+            "sft-recursive",
+            "Agents that delegate: one conversation per agent of each task's tree, sharing one inventory, "
+            "with launch_subagent; replayed together so that every agent succeeds on its own targets.",
+            records.SPLITS,
+            SFT_RECURSIVE,
         )
     )
     for difficulty in records.DIFFICULTIES:
@@ -153,7 +168,21 @@ def features(kind: str) -> Any:
         sft = dict({column: task[column] for column in SFT_TASK_COLUMNS}, messages=datasets.List(datasets.Json()), tools=datasets.Json())
         sft.update((column, int64) for column in SFT_SIZE_COLUMNS)
         assert tuple(sft) == SFT_COLUMNS
+        tree = dict(
+            {column: task[column] for column in ("name", "split", "difficulty")},
+            agent_path=string,
+            parent_path=string,
+            depth=int64,
+            targets=counts,
+            initial_inventory=counts,
+            num_steps=int64,
+            messages=datasets.List(datasets.Json()),
+            tools=datasets.Json(),
+        )
+        tree.update((column, int64) for column in SFT_SIZE_COLUMNS)
+        assert tuple(tree) == SFT_RECURSIVE_COLUMNS
         _FEATURES.update({TASKS: datasets.Features(task), RECIPES: datasets.Features(recipe), SFT: datasets.Features(sft)})
+        _FEATURES[SFT_RECURSIVE] = datasets.Features(tree)
     return _FEATURES[kind]
 
 

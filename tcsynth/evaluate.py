@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from . import agents, configs, game, records, store
+from . import agents, configs, game, records, recursive_env, store
 from .agents import AgentError, make_agent
 from .env import NO_LIMIT, TextCraftEnv, validate_max_steps
 from .errors import UserError
@@ -159,9 +159,14 @@ def run_episode(
     plain JSON (NaN, an object from a custom agent) is kept as it is here; :func:`episode_line` writes its
     ``repr``.
     """
-    env = TextCraftEnv(row, world, max_steps=protocol.max_steps)
+    seed = episode_seed(protocol.seed, row["name"], rollout)
+    recursive = getattr(agent, "recursive", False)  # an agent that launches subagents (tcsynth.recursive_env)
+    if recursive:
+        env = recursive_env.tree_env(row, world, agent, protocol.max_steps, seed)
+    else:
+        env = TextCraftEnv(row, world, max_steps=protocol.max_steps)
     observation, info = env.reset()
-    agent.reset(observation, info, rng=random.Random(episode_seed(protocol.seed, row["name"], rollout)), row=row if agent.privileged else None)
+    agent.reset(observation, info, rng=random.Random(seed), row=row if agent.privileged else None)
     turns: List[Dict[str, Any]] = []
     notes_all: List[str] = []
     observations: List[Dict[str, Any]] = []
@@ -177,7 +182,7 @@ def run_episode(
         notes_all.extend("turn %d: %s" % (len(turns), note) for note in turn.notes)
     info = env.info()
     usage = agent.usage() if hasattr(agent, "usage") else None
-    return {
+    record = {
         "name": row["name"],
         "difficulty": row["difficulty"],
         "rollout": rollout,
@@ -196,6 +201,9 @@ def run_episode(
         **({"usage": usage} if usage is not None else {}),
         **({"turns": turns} if record_turns else {}),
     }
+    if recursive:
+        record.update(recursive_env.delegation_fields(env, row, world, agent, protocol.max_steps, seed))
+    return record
 
 
 def _recordable(action: Any) -> Any:
@@ -452,6 +460,8 @@ def summarize(episodes: Sequence[Mapping[str, Any]], header: Mapping[str, Any]) 
     usage = usage_totals(episodes)
     if usage is not None:
         summary["usage"] = usage
+    if any("subagents" in e for e in episodes):  # recursive agents: see tcsynth.recursive_env
+        summary["delegation"] = recursive_env.delegation_summary(episodes)
     return summary
 
 
@@ -510,7 +520,10 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
     if summary.get("aborted"):
         lines += ["", "**%d of %d episodes aborted** (the agent could not go on; they count as failures):" % (summary["aborted"], summary["overall"]["episodes"]), ""]
         lines += ["- %d x %s" % (count, reason) for reason, count in summary.get("abort_reasons", [])]
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    if summary.get("delegation"):
+        text += recursive_env.delegation_markdown(summary["delegation"])
+    return text
 
 
 def budget_label(max_steps: Optional[int]) -> str:

@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from . import game, records, store
+from . import game, records, recursive, store
 from .toolcalls import message_tool_calls, text_tool_calls
 
 Counts = Union[Mapping[str, int], Sequence[Mapping[str, Any]]]
@@ -166,3 +166,121 @@ def get_textcraft_reward(recipes_path: Optional[Union[str, Path]] = None, tokeni
 
 # The reward over the world shipped in data/: pass it to GRPOTrainer(reward_funcs=textcraft_reward).
 textcraft_reward = get_textcraft_reward()
+
+
+# ------------------------------------------------------------------------------------- recursive agents
+
+
+def completion_turns(completion: Any) -> List[List[Any]]:
+    """A completion's tool calls grouped by turn: one turn per assistant message (plain text: one turn)."""
+    if isinstance(completion, Mapping):
+        completion = [completion]
+    if isinstance(completion, (list, tuple)):
+        return [completion_tool_calls(message) for message in completion
+                if isinstance(message, Mapping) and message.get("role", "assistant") == "assistant"]
+    calls = completion_tool_calls(completion)
+    return [calls] if calls else []
+
+
+class _TextCraftRecursiveReward(_TextCraftReward):
+    """The callable behind :func:`get_textcraft_recursive_reward` (a fixed ``__name__``, as its parent)."""
+
+    __name__ = "textcraft_recursive_reward"
+
+    def __init__(self, recipes_path: Optional[Path], max_delegation_depth: int = recursive.DEFAULT_MAX_DEPTH) -> None:
+        super().__init__(recipes_path)
+        self.max_delegation_depth = max_delegation_depth
+        self._subagent: Optional[recursive.IdealSubagent] = None
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"recipes_path": self.recipes_path, "max_delegation_depth": self.max_delegation_depth}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__init__(state["recipes_path"], state["max_delegation_depth"])
+
+    def score_agent(self, completion: Any, targets: Any, initial_inventory: Any, depth: Any = 0, num_steps: Any = None) -> Optional[float]:
+        """One agent's reward against its own targets and starting inventory (its snapshot)."""
+        if targets is None or initial_inventory is None:
+            return None
+        world = self.world
+        with self._lock:
+            if self._subagent is None:
+                self._subagent = recursive.IdealSubagent(world)
+        try:
+            task = {"target_items": _counts(targets), "initial_inventory": _counts(initial_inventory)}
+            # An agent at depth d may nest max_delegation_depth - d further levels.
+            tree = recursive.Tree(world, task, max(0, self.max_delegation_depth - (depth or 0)))
+            max_turns = num_steps if type(num_steps) is int and num_steps > 0 else None
+            return recursive.replay_agent(tree.root, completion_turns(completion), self._subagent, max_turns).reward
+        except Exception:  # noqa: BLE001 - as textcraft_reward: a strange completion scores 0.0
+            return 0.0
+
+    def __call__(
+        self,
+        completions: List[Any],
+        targets: Optional[List[Any]] = None,
+        initial_inventory: Optional[List[Any]] = None,
+        target_items: Optional[List[Any]] = None,
+        depth: Optional[List[Any]] = None,
+        num_steps: Optional[List[Any]] = None,
+        **kwargs: Any,
+    ) -> List[Optional[float]]:
+        # sft-recursive rows carry `targets` (the agent's own); task rows carry `target_items`.
+        targets = targets if targets is not None else target_items
+        count = len(completions)
+        if targets is None or initial_inventory is None:
+            return [None] * count
+        depth = depth if depth is not None else [0] * count
+        num_steps = num_steps if num_steps is not None else [None] * count
+        for name, column in (("targets", targets), ("initial_inventory", initial_inventory), ("depth", depth), ("num_steps", num_steps)):
+            if len(column) != count:
+                raise ValueError("got %d completions but %d %s values" % (count, len(column), name))
+        return [
+            self.score_agent(completion, own, snapshot, level, budget)
+            for completion, own, snapshot, level, budget in zip(completions, targets, initial_inventory, depth, num_steps, strict=True)
+        ]
+
+
+def get_textcraft_recursive_reward(
+    recipes_path: Optional[Union[str, Path]] = None, max_delegation_depth: int = recursive.DEFAULT_MAX_DEPTH
+) -> Callable[..., List[Optional[float]]]:
+    """A reward for agents that delegate (config ``sft-recursive``, :mod:`tcsynth.recursive`).
+
+    Each completion is one agent's: it is replayed on a fresh game whose starting inventory is the row's
+    ``initial_inventory`` (for a subagent, the snapshot taken at its launch) and graded on the row's own
+    ``targets`` (or ``target_items`` for task rows): 1.0 when it finishes with a message having gained every
+    target on top of that snapshot, else 0.0.  Its ``launch_subagent`` calls are played by
+    :class:`tcsynth.recursive.IdealSubagent` (children that craft exactly what they are asked), so every
+    agent of a tree is graded on its own part; a launch past the delegation cap (``max_delegation_depth``
+    minus the row's ``depth``) is refused as in the environment.  With a ``num_steps`` column, more
+    assistant turns than that scores 0.0.
+
+    Args:
+        recipes_path (`str` or `Path`, *optional*): the world's ``recipes.json`` (default: the packaged one).
+        max_delegation_depth (`int`, defaults to 2): the cap the rows were made with.
+
+    Returns:
+        `Callable[..., list[float | None]]`: ``(completions, targets, initial_inventory, depth, num_steps,
+        **kwargs)``; ``None`` for a row with no targets or inventory.
+
+    Example:
+
+    >>> reward = get_textcraft_recursive_reward()
+    >>> reward(
+    ...     ['<tool_call>{"name": "finish", "arguments": {"message": "done"}}</tool_call>'],
+    ...     targets=[[{"item": "t7_i3", "count": 3}]],
+    ...     initial_inventory=[[{"item": "raw_t1", "count": 14}]],
+    ... )
+    [0.0]
+    """
+    if type(max_delegation_depth) is not int or max_delegation_depth < 0:
+        raise ValueError("max_delegation_depth must be a non-negative integer, got %r" % (max_delegation_depth,))
+    if recipes_path is not None:
+        recipes_path = Path(recipes_path)
+        if not recipes_path.is_file():
+            raise ValueError("recipes_path %s is not a file" % recipes_path)
+    return _TextCraftRecursiveReward(recipes_path, max_delegation_depth)
+
+
+# Grades one agent of a tree on its own targets and snapshot: GRPOTrainer(reward_funcs=textcraft_recursive_reward).
+textcraft_recursive_reward = get_textcraft_recursive_reward()

@@ -21,8 +21,9 @@ PACKAGE = REPO / "tcsynth"
 LAYERS = (
     ("errors", "game", "templating"),  # the standard-library engine knows nothing of the package
     ("records", "prompts"),  # the row schema and its facts; what an agent is told
-    ("store", "configs", "toolcalls"),  # where records live; the configs as data; reading calls from text
-    ("sft", "harbor", "env", "rewards", "agents", "generate"),  # products, which never import each other
+    ("store", "configs", "toolcalls", "recursive"),  # where records live; the configs as data; reading calls; the recursive rules
+    ("sft", "harbor", "env", "rewards", "agents", "generate", "sft_recursive"),  # products, which never import each other
+    ("recursive_env",),  # the chat environment of a recursive tree and its runner: env and agents together
     ("build", "evaluate", "publish"),  # jobs that combine products
     ("cli",),
     ("__init__", "__main__"),

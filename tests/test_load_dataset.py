@@ -18,6 +18,7 @@ EXPECTED_ROWS = {
     "recipes": {"train": 1452},
     "sft": {"train": 2522, "val": 632},
     "sft-sequential": {"train": 2522, "val": 632},
+    "sft-recursive": {"train": 26541, "val": 6585},
     "sft-easy": {"train": 588, "val": 147},
     "sft-medium": {"train": 852, "val": 213},
     "sft-hard": {"train": 544, "val": 136},

@@ -24,6 +24,7 @@ LAYERS = (
     ("store", "configs", "toolcalls", "recursive"),  # where records live; the configs as data; reading calls; the recursive rules
     ("sft", "harbor", "env", "rewards", "agents", "generate", "sft_recursive"),  # products, which never import each other
     ("recursive_env",),  # the chat environment of a recursive tree and its runner: env and agents together
+    ("scoring",),  # an eval run's summary and score
     ("build", "evaluate", "publish"),  # jobs that combine products
     ("cli",),
     ("__init__", "__main__"),

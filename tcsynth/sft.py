@@ -15,13 +15,19 @@ What the assistant looks up next is read from what ``get_info`` printed: the ing
 just shown that the plan crafts (never a name it has not seen).  The crafts are the gold trajectory's, with
 the total the craft tool takes (``count``, not ``crafts``), grouped by the crafting depth ``get_info``
 printed.  Every tool message is what :class:`tcsynth.game.Game` returned for that call while rendering, and
-each conversation is replayed once more through :func:`tcsynth.game.replay`: a conversation that does not
-score 1.0, or whose replay prints anything else, raises :class:`SftError`.
+that play is the conversation's verification: the episode starts fresh, every call goes through
+:meth:`tcsynth.game.Game.call` in conversation order, an answer starting with ``Error`` raises
+:class:`SftError`, and so does a finished episode that :func:`tcsynth.game.judge` does not score 1.0.
+:func:`verify` replays a conversation given as messages (one that was stored or edited) the same way.
 
 Messages follow the shape ``transformers`` chat templates and TRL take: assistant ``{"role", "content",
 "tool_calls": [{"id", "type": "function", "function": {"name", "arguments": dict}}]}``, tool ``{"role",
 "tool_call_id", "name", "content"}``.  Call ids are ``call_1``, ``call_2``, ... in conversation order, so the
 same row always gives the same bytes.
+
+For the build, each message is also written as JSON text while it is made (the same text as ``json.dumps``
+of the message, see :func:`encode_row`): the tool-call arguments are serialized once, for the text and for
+``num_characters`` alike, and the system message and the tools, the same in every row, once per process.
 """
 
 from __future__ import annotations
@@ -46,34 +52,77 @@ class SftError(UserError):
 # ------------------------------------------------------------------------------------------ the conversation
 
 
+_dumps = json.dumps
+# JSON text that is the same in every conversation, made once per process (see _Transcript).
+_constant_json: Dict[str, str] = {}
+
+
+def _system_json() -> str:
+    text = _constant_json.get("system")
+    if text is None:
+        text = _constant_json["system"] = _dumps({"role": "system", "content": prompts.SYSTEM_PROMPT})
+    return text
+
+
+def tools_json() -> str:
+    """``json.dumps(prompts.tool_schemas())``, serialized once per process."""
+    text = _constant_json.get("tools")
+    if text is None:
+        text = _constant_json["tools"] = _dumps(prompts.tool_schemas())
+    return text
+
+
 class _Transcript:
-    """Messages under construction: every call is played on ``game`` and answered with what it returned."""
+    """Messages under construction: every call is played on ``game`` and answered with what it returned.
+
+    Beside the messages it keeps their JSON text (``encoded``, each exactly ``json.dumps(message)``) and
+    the running :func:`num_characters` count.
+    """
 
     def __init__(self, name: str, game_: game.Game, goal: str):
         self.name = name
         self.game = game_
         self.calls = 0
-        self.messages: List[Message] = [
-            {"role": "system", "content": prompts.SYSTEM_PROMPT},
-            {"role": "user", "content": prompts.user_prompt(goal)},
-        ]
+        self.observations: List[str] = []
+        user = {"role": "user", "content": prompts.user_prompt(goal)}
+        self.messages: List[Message] = [{"role": "system", "content": prompts.SYSTEM_PROMPT}, user]
+        self.encoded: List[str] = [_system_json(), _dumps(user)]
+        self.characters = len(prompts.SYSTEM_PROMPT) + len(user["content"])
 
     def turn(self, intent: str, calls: Sequence[Tuple[str, Dict[str, Any]]]) -> List[str]:
         """One assistant turn making ``calls`` (tool name, arguments); returns the engine's answers."""
         tool_calls = []
-        answers = []
+        texts = []
+        characters = len(intent)
         for tool, arguments in calls:
             self.calls += 1
-            tool_calls.append({"id": "call_%d" % self.calls, "type": "function", "function": {"name": tool, "arguments": arguments}})
+            call_id = "call_%d" % self.calls
+            tool_calls.append({"id": call_id, "type": "function", "function": {"name": tool, "arguments": arguments}})
+            arguments_json = _dumps(arguments)
+            characters += len(tool) + len(arguments_json)
+            texts.append('{"id": "%s", "type": "function", "function": {"name": %s, "arguments": %s}}' % (call_id, _dumps(tool), arguments_json))
         self.messages.append({"role": "assistant", "content": intent, "tool_calls": tool_calls})
+        self.encoded.append('{"role": "assistant", "content": %s, "tool_calls": [%s]}' % (_dumps(intent), ", ".join(texts)))
+        answers = []
         for call in tool_calls:
             tool = call["function"]["name"]
             answer = self.game.call(tool, call["function"]["arguments"])
             if answer.startswith("Error"):
                 raise SftError("%s: %s %s was rejected: %s" % (self.name, call["id"], tool, answer))
             answers.append(answer)
+            characters += len(answer)
             self.messages.append({"role": "tool", "tool_call_id": call["id"], "name": tool, "content": answer})
+            self.encoded.append('{"role": "tool", "tool_call_id": "%s", "name": %s, "content": %s}' % (call["id"], _dumps(tool), _dumps(answer)))
+        self.observations.extend(answers)
+        self.characters += characters
         return answers
+
+    def verdict(self) -> game.Verdict:
+        """The engine's verdict on the episode just played (raises :class:`SftError` unless it scores 1.0)."""
+        verdict = game.judge(self.game, self.calls, self.observations)
+        if not verdict.success:
+            raise SftError("%s: the conversation does not reach the goal: %s" % (self.name, verdict.reason))
+        return verdict
 
 
 def _item_list(items: Sequence[str]) -> str:
@@ -130,6 +179,11 @@ def conversation(row: Mapping[str, Any], world: game.World, parallel: bool = Tru
     ``parallel=True`` makes each crafting depth one assistant turn with several tool calls;
     ``parallel=False`` makes every craft its own turn.
     """
+    return _play(row, world, parallel).messages
+
+
+def _play(row: Mapping[str, Any], world: game.World, parallel: bool) -> _Transcript:
+    """Render and play one conversation on a fresh episode; it must win (see the module docstring)."""
     task = records.engine_task(row)
     transcript = _Transcript(row["name"], game.Game.for_task(world, task), row["goal"])
     transcript.turn("First I'll check what I have in my inventory.", [("view_inventory", {})])
@@ -147,8 +201,8 @@ def conversation(row: Mapping[str, Any], world: game.World, parallel: bool = Tru
                 lead = "I have every recipe I need, so I'll craft from the bottom up. " if number == position == 0 else ""
                 transcript.turn("%sCrafting %d %s (depth %d)." % (lead, total, item, depth), [call])
     transcript.turn("Every target is in my inventory now, so I'm done.", [("finish", {"message": records.finish_message(targets)})])
-    verify(row, world, transcript.messages)
-    return transcript.messages
+    transcript.verdict()
+    return transcript
 
 
 def tool_calls_of(messages: Iterable[Mapping[str, Any]]) -> List[Dict[str, Any]]:
@@ -189,14 +243,19 @@ def num_characters(messages: Iterable[Mapping[str, Any]]) -> int:
 
 def sft_row(row: Mapping[str, Any], world: game.World, parallel: bool = True) -> Row:
     """The sft row of a task row, messages and tools as Python objects (see :func:`encode_row`)."""
-    messages = conversation(row, world, parallel=parallel)
+    return _row(row, _play(row, world, parallel), encoded=False)
+
+
+def _row(row: Mapping[str, Any], transcript: _Transcript, encoded: bool) -> Row:
+    """The sft row of a played transcript; ``encoded``: messages and tools as JSON text (:func:`encode_row`)."""
+    messages = transcript.messages
     return dict(
         {column: row[column] for column in SFT_TASK_COLUMNS},
-        messages=messages,
-        tools=prompts.tool_schemas(),
+        messages=transcript.encoded if encoded else messages,
+        tools=tools_json() if encoded else prompts.tool_schemas(),
         num_turns=sum(message["role"] == "assistant" for message in messages),
-        num_tool_calls=sum(message["role"] == "tool" for message in messages),
-        num_characters=num_characters(messages),
+        num_tool_calls=transcript.calls,
+        num_characters=transcript.characters,
     )
 
 
@@ -212,7 +271,7 @@ def build_rows(task_rows: Sequence[Mapping[str, Any]], world: game.World, parall
     """Encoded sft rows for ``task_rows``, in their order."""
     rows = []
     for row in tqdm(task_rows, desc="rendering sft conversations", unit="task", disable=not progress or None):
-        rows.append(encode_row(sft_row(row, world, parallel=parallel)))
+        rows.append(_row(row, _play(row, world, parallel), encoded=True))
     return rows
 
 

@@ -53,6 +53,8 @@ class SftError(UserError):
 
 
 _dumps = json.dumps
+# What json.dumps does with a str (ensure_ascii, the default), without its dispatch on the type.
+_string = json.encoder.encode_basestring_ascii
 # JSON text that is the same in every conversation, made once per process (see _Transcript).
 _constant_json: Dict[str, str] = {}
 
@@ -100,9 +102,9 @@ class _Transcript:
             tool_calls.append({"id": call_id, "type": "function", "function": {"name": tool, "arguments": arguments}})
             arguments_json = _dumps(arguments)
             characters += len(tool) + len(arguments_json)
-            texts.append('{"id": "%s", "type": "function", "function": {"name": %s, "arguments": %s}}' % (call_id, _dumps(tool), arguments_json))
+            texts.append('{"id": "%s", "type": "function", "function": {"name": %s, "arguments": %s}}' % (call_id, _string(tool), arguments_json))
         self.messages.append({"role": "assistant", "content": intent, "tool_calls": tool_calls})
-        self.encoded.append('{"role": "assistant", "content": %s, "tool_calls": [%s]}' % (_dumps(intent), ", ".join(texts)))
+        self.encoded.append('{"role": "assistant", "content": %s, "tool_calls": [%s]}' % (_string(intent), ", ".join(texts)))
         answers = []
         for call in tool_calls:
             tool = call["function"]["name"]
@@ -112,7 +114,7 @@ class _Transcript:
             answers.append(answer)
             characters += len(answer)
             self.messages.append({"role": "tool", "tool_call_id": call["id"], "name": tool, "content": answer})
-            self.encoded.append('{"role": "tool", "tool_call_id": "%s", "name": %s, "content": %s}' % (call["id"], _dumps(tool), _dumps(answer)))
+            self.encoded.append('{"role": "tool", "tool_call_id": "%s", "name": %s, "content": %s}' % (call["id"], _string(tool), _string(answer)))
         self.observations.extend(answers)
         self.characters += characters
         return answers

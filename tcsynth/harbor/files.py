@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+# A task's gold solution as solve.sh needs it: (number of crafts, the command lines joined by newlines).
+Gold = Tuple[int, str]
 
 from .. import game, records
 from .layout import (
@@ -30,9 +33,10 @@ from .layout import (
 )
 
 
-def agent_timeout_sec(row: Mapping[str, Any]) -> int:
-    """600 s plus 10 s per gold craft, rounded up to a whole minute."""
-    seconds = AGENT_BASE_SEC + AGENT_SEC_PER_CRAFT * len(row["gold_trajectory"])
+def agent_timeout_sec(row: Mapping[str, Any], crafts: Optional[int] = None) -> int:
+    """600 s plus 10 s per gold craft, rounded up to a whole minute (``crafts``: the row's gold crafts,
+    for a row read without its gold trajectory)."""
+    seconds = AGENT_BASE_SEC + AGENT_SEC_PER_CRAFT * (len(row["gold_trajectory"]) if crafts is None else crafts)
     return int(math.ceil(seconds / 60.0)) * 60
 
 
@@ -78,7 +82,7 @@ def task_json_bytes(row: Mapping[str, Any], world: str, recipes_sha256: str) -> 
     return (json.dumps(document, indent=1, ensure_ascii=True) + "\n").encode("ascii")
 
 
-def task_toml_bytes(row: Mapping[str, Any], world: str) -> bytes:
+def task_toml_bytes(row: Mapping[str, Any], world: str, crafts: Optional[int] = None) -> bytes:
     """``task.toml``: Harbor schema 1.4, the episode log as an artifact, the metadata and the limits."""
     metadata = [
         ("environment", toml_string(records.environment_id(world))),
@@ -112,7 +116,7 @@ def task_toml_bytes(row: Mapping[str, Any], world: str) -> bytes:
         "timeout_sec = %.1f" % VERIFIER_TIMEOUT_SEC,
         "",
         "[agent]",
-        "timeout_sec = %.1f" % agent_timeout_sec(row),
+        "timeout_sec = %.1f" % agent_timeout_sec(row, crafts),
         "",
         "[environment]",
         'network_mode = "no-network"',
@@ -145,8 +149,14 @@ def test_sh_bytes() -> bytes:
     return render("test.sh", values).encode("ascii")
 
 
-def solve_sh_bytes(row: Mapping[str, Any]) -> bytes:
-    values = dict(_NAMES, task_name=row["name"], crafts=len(row["gold_trajectory"]), commands="\n".join(gold_commands(row)))
+def row_gold(row: Mapping[str, Any]) -> Gold:
+    """``(crafts, command lines)`` of a row with its gold trajectory."""
+    return len(row["gold_trajectory"]), "\n".join(gold_commands(row))
+
+
+def solve_sh_bytes(row: Mapping[str, Any], gold: Optional[Gold] = None) -> bytes:
+    crafts, commands = row_gold(row) if gold is None else gold
+    values = dict(_NAMES, task_name=row["name"], crafts=crafts, commands=commands)
     return render("solve.sh", values).encode("utf-8")
 
 
@@ -166,13 +176,16 @@ class SharedBytes:
         self.world = world
 
 
-def task_files(row: Mapping[str, Any], shared: SharedBytes) -> List[TaskFile]:
-    """Every file of one task directory, sorted by path."""
+def task_files(row: Mapping[str, Any], shared: SharedBytes, gold: Optional[Gold] = None) -> List[TaskFile]:
+    """Every file of one task directory, sorted by path (``gold``: see :func:`row_gold`, for a row read
+    without its gold trajectory)."""
+    if gold is None:
+        gold = row_gold(row)
     task_json = task_json_bytes(row, shared.world, shared.recipes_sha256)
     task_json_sha = records.sha256_hex(task_json)
     files = [
         TaskFile("instruction.md", instruction_bytes(row)),
-        TaskFile("task.toml", task_toml_bytes(row, shared.world)),
+        TaskFile("task.toml", task_toml_bytes(row, shared.world, gold[0])),
         TaskFile("environment/Dockerfile", dockerfile_bytes(row, "environment", task_json_sha)),
         TaskFile("environment/" + GAME_FILE, shared.game, shared=True),
         TaskFile("environment/" + RECIPES_FILE, shared.recipes, shared=True),
@@ -182,6 +195,6 @@ def task_files(row: Mapping[str, Any], shared: SharedBytes) -> List[TaskFile]:
         TaskFile("tests/" + GAME_FILE, shared.game, shared=True),
         TaskFile("tests/" + RECIPES_FILE, shared.recipes, shared=True),
         TaskFile("tests/" + TASK_FILE, task_json),
-        TaskFile("solution/solve.sh", solve_sh_bytes(row), SCRIPT_MODE),
+        TaskFile("solution/solve.sh", solve_sh_bytes(row, gold), SCRIPT_MODE),
     ]
     return sorted(files, key=lambda item: item.path)

@@ -7,7 +7,7 @@ order, fixed indent, ASCII, so two exports give the same bytes.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .. import records
 from .files import agent_timeout_sec
@@ -49,7 +49,7 @@ def splits_bytes(tasks: Tasks) -> bytes:
     return _json_bytes(splits)
 
 
-def index_entry(row: Mapping[str, Any], digest: str) -> Dict[str, Any]:
+def index_entry(row: Mapping[str, Any], digest: str, crafts: Optional[int] = None) -> Dict[str, Any]:
     """One task's entry in ``task-index.json``."""
     return {
         "task_path": task_path(row),
@@ -57,7 +57,7 @@ def index_entry(row: Mapping[str, Any], digest: str) -> Dict[str, Any]:
         "difficulty": row["difficulty"],
         "max_depth": row["max_depth"],
         "num_craft_steps": row["num_craft_steps"],
-        "agent_timeout_sec": agent_timeout_sec(row),
+        "agent_timeout_sec": agent_timeout_sec(row, crafts),
         "goal": row["goal"],
         "target_items": records.list_to_counts(row["target_items"]),
         "source_task_id": row["source_task_id"],
@@ -67,17 +67,22 @@ def index_entry(row: Mapping[str, Any], digest: str) -> Dict[str, Any]:
     }
 
 
-def task_index_bytes(tasks: Tasks, digests: Mapping[str, str]) -> bytes:
-    """``task-index.json``: every task by name (sorted keys, ``indent=1``)."""
-    index = {row["name"]: index_entry(row, digests[row["name"]]) for rows in tasks.values() for row in rows}
+def task_index_bytes(tasks: Tasks, digests: Mapping[str, str], crafts: Optional[Mapping[str, int]] = None) -> bytes:
+    """``task-index.json``: every task by name (sorted keys, ``indent=1``); ``crafts``: gold crafts by name,
+    for rows read without their gold trajectories."""
+    index = {
+        row["name"]: index_entry(row, digests[row["name"]], crafts[row["name"]] if crafts is not None else None)
+        for rows in tasks.values()
+        for row in rows
+    }
     return _json_bytes(index, sort_keys=True)
 
 
-def index_files(tasks: Tasks, digests: Mapping[str, str], world: str) -> Dict[str, bytes]:
+def index_files(tasks: Tasks, digests: Mapping[str, str], world: str, crafts: Optional[Mapping[str, int]] = None) -> Dict[str, bytes]:
     """The three index files of an export, by name."""
     return {
         REGISTRY_FILE: registry_bytes(tasks, world),
-        TASK_INDEX_FILE: task_index_bytes(tasks, digests),
+        TASK_INDEX_FILE: task_index_bytes(tasks, digests, crafts),
         SPLITS_FILE: splits_bytes(tasks),
     }
 

@@ -326,14 +326,12 @@ def find_row(data: Records, wanted: str) -> Dict[str, Any]:
     With Arrow tables at hand only the three name columns are searched and only the row found is converted.
     """
     if data.tables is not None:
-        import pyarrow.compute as pc
-
         for split, table in data.tables.items():
-            if table.num_rows == 0:
-                continue
-            found = pc.or_(pc.or_(pc.equal(table["name"], wanted), pc.equal(table["env_task_id"], wanted)), pc.equal(table["source_task_id"], wanted))
-            position = pc.index(found, True).as_py()
-            if position >= 0:
+            # Plain Python over three string columns: a pyarrow.compute comparison would convert ``wanted``
+            # to an Arrow scalar, which imports pandas (half a second).
+            names = zip(*(table.column(column).to_pylist() for column in ("name", "env_task_id", "source_task_id")))
+            position = next((number for number, ids in enumerate(names) if wanted in ids), None)
+            if position is not None:
                 return table_rows(table.slice(position, 1))[0]
     for rows in data.tasks.values():
         for row in rows:

@@ -23,32 +23,31 @@ if TYPE_CHECKING:
 _SAFE_WORD = r"^[A-Za-z0-9_@%+=:,./-]+$"
 
 
-def _flat(array: "pa.Array") -> "tuple":
-    """``(values, offsets from 0)`` of a list array, whatever its slice offset."""
-    offsets = array.offsets.to_pylist()
-    base = offsets[0]
-    return array.flatten(), [offset - base for offset in offsets]
-
-
 def _fields(array: "pa.StructArray") -> dict:
     """A struct array's fields by name (``flatten`` honours the array's slice offset)."""
     return {array.type.field(i).name: child for i, child in enumerate(array.flatten())}
 
 
 class GoldColumns:
-    """The gold steps of a table's tasks as flat lists.
+    """The gold steps of a table's tasks as flat lists (and the Arrow arrays they come from).
 
     ``steps[i]:steps[i + 1]`` are task ``i``'s steps; step ``j`` makes ``counts[j]`` of ``items[j]`` from
-    ``parts[j]:parts[j + 1]`` of ``part_items``/``part_counts``.
+    ``parts[j]:parts[j + 1]`` of ``part_items``/``part_counts``.  The offsets are the arrays' own, so
+    they index the arrays' unsliced values.
     """
 
     def __init__(self, table: "pa.Table") -> None:
-        steps, self.steps = _flat(table.column("gold_trajectory").combine_chunks())
+        gold = table.column("gold_trajectory").combine_chunks()
+        self.step_offsets, steps = gold.offsets, gold.values
         step_fields = _fields(steps)
-        parts, self.parts = _flat(step_fields["ingredients"])
+        ingredients = step_fields["ingredients"]
+        self.part_offsets, parts = ingredients.offsets, ingredients.values
         part_fields = _fields(parts)
+        self.names = table.column("name").combine_chunks()
         self.item_array, self.count_array = step_fields["item"], step_fields["count"]
         self.part_item_array, self.part_count_array = part_fields["item"], part_fields["count"]
+        self.steps: List[int] = self.step_offsets.to_pylist()
+        self.parts: List[int] = self.part_offsets.to_pylist()
         self.items: List[str] = self.item_array.to_pylist()
         self.counts: List[int] = self.count_array.to_pylist()
         self.part_items: List[str] = self.part_item_array.to_pylist()
@@ -59,21 +58,32 @@ class GoldColumns:
         return self.steps[task + 1] - self.steps[task]
 
 
+def _constant(like: "pa.Array", text: str) -> "pa.Array":
+    """An array of ``text`` as long as ``like`` (a string array), made by an Arrow kernel: converting a
+    Python value to Arrow (``pa.scalar``, ``pa.array``) would import pandas, half a second."""
+    import pyarrow.compute as pc
+
+    return pc.utf8_replace_slice(like, start=0, stop=1 << 30, replacement=text)
+
+
 def command_texts(gold: GoldColumns) -> Optional[List[str]]:
     """Each task's gold crafts as ``textcraft craft`` lines joined by newlines (no ``finish``), or None when
-    a name needs shell quoting (the caller then formats them one by one)."""
+    a name needs shell quoting or a step has no ingredients (the caller then formats them row by row)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    names = pa.concat_arrays([gold.item_array.cast(pa.string()), gold.part_item_array.cast(pa.string())])
-    if len(names) and not pc.all(pc.match_substring_regex(names, _SAFE_WORD)).as_py():
-        return None
     string = pa.string()
-    pairs = pc.binary_join_element_wise(gold.part_item_array, pc.cast(gold.part_count_array, string), "=")
-    per_step = pc.binary_join(pa.ListArray.from_arrays(pa.array(gold.parts, pa.int32()), pairs), " ")
-    head = pc.binary_join_element_wise(pa.scalar("textcraft craft"), gold.item_array, pc.cast(gold.count_array, string), " ")
-    lines = pc.if_else(pc.equal(pc.binary_length(per_step), 0), head, pc.binary_join_element_wise(head, per_step, " "))
-    texts = pc.binary_join(pa.ListArray.from_arrays(pa.array(gold.steps, pa.int32()), lines), "\n")
+    items, part_items = gold.item_array.cast(string), gold.part_item_array.cast(string)
+    for names in (items, part_items):
+        if len(names) and not pc.all(pc.match_substring_regex(names, _SAFE_WORD)).as_py():
+            return None
+    if any(end == start for start, end in zip(gold.parts, gold.parts[1:])):
+        return None
+    counts, part_counts = pc.cast(gold.count_array, string), pc.cast(gold.part_count_array, string)
+    pairs = pc.binary_join_element_wise(part_items, part_counts, _constant(part_counts, "="))
+    per_step = pc.binary_join(pa.ListArray.from_arrays(gold.part_offsets, pairs), _constant(items, " "))
+    lines = pc.binary_join_element_wise(_constant(items, "textcraft craft"), items, counts, per_step, _constant(items, " "))
+    texts = pc.binary_join(pa.ListArray.from_arrays(gold.step_offsets, lines), _constant(gold.names.cast(string), "\n"))
     return texts.to_pylist()
 
 

@@ -113,8 +113,8 @@ def export_harbor(
 ) -> Rows:
     """Write the Harbor export of ``data`` to ``out``; returns the exported rows per split.
 
-    Every gold solution is played (in a second process while the files are built in memory) before
-    anything is written; on any error nothing changes at ``out``.
+    Every gold solution is played (in a second process while the files are built and staged beside
+    ``out``) before the staged tree replaces ``out``; on any error nothing changes at ``out``.
     """
     out = check_target(out, force)
     selection = Selection(data, splits, limit)
@@ -129,13 +129,20 @@ def export_harbor(
         files = task_files(row, shared, selection.gold[row["name"]])
         names[row["name"]] = digests.task_digest(files)
         built.append((row["name"], files))
-    problem = wait_for_gold()
-    if problem:
-        raise ExportError(problem)  # before anything is written
     root = dict(index_files(tasks, names, data.world_name, selection.crafts))
     root[CARD_FILE] = card_bytes(tasks, data.world_name, repo_id)
     root[LICENSE_FILE] = data.license_bytes
-    write_tree(out, built, root, progress=progress, total=len(built))
+
+    def gold_must_win() -> None:
+        problem = wait_for_gold()
+        if problem:
+            raise ExportError(problem)  # the staged tree is removed; nothing changes at out
+
+    try:
+        write_tree(out, built, root, progress=progress, total=len(built), before_swap=gold_must_win)
+    except BaseException:
+        wait_for_gold()  # never leave the checking process behind
+        raise
     return tasks
 
 

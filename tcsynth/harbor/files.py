@@ -70,16 +70,28 @@ def gold_commands(row: Mapping[str, Any]) -> List[str]:
 
 def task_json_bytes(row: Mapping[str, Any], world: str, recipes_sha256: str) -> bytes:
     """``task.json`` exactly as SPEC §3 gives it (``indent=1``, ASCII, a final newline)."""
-    document = {
-        "format": game.TASK_FORMAT,
-        "name": row["name"],
-        "world": world,
-        "goal": row["goal"],
-        "target_items": records.list_to_counts(row["target_items"]),
-        "initial_inventory": records.list_to_counts(row["initial_inventory"]),
-        "recipes_sha256": recipes_sha256,
-    }
-    return (json.dumps(document, indent=1, ensure_ascii=True) + "\n").encode("ascii")
+    text = '{\n "format": %s,\n "name": %s,\n "world": %s,\n "goal": %s,\n "target_items": %s,\n "initial_inventory": %s,\n "recipes_sha256": %s\n}\n' % (
+        _string(game.TASK_FORMAT),
+        _string(row["name"]),
+        _string(world),
+        _string(row["goal"]),
+        _counts_json(row["target_items"]),
+        _counts_json(row["initial_inventory"]),
+        _string(recipes_sha256),
+    )
+    return text.encode("ascii")
+
+
+# json.dumps(indent=...) runs the pure-Python encoder; task.json is simple enough to write directly, as the
+# same text (strings through the encoder json.dumps uses for them, ASCII; ints as repr; two-space nesting).
+_string = json.encoder.encode_basestring_ascii
+
+
+def _counts_json(entries: Any) -> str:
+    """``json.dumps({item: count}, indent=1)`` nested one level deep (as a value of task.json)."""
+    if not entries:
+        return "{}"
+    return "{\n" + ",\n".join("  %s: %d" % (_string(entry["item"]), entry["count"]) for entry in entries) + "\n }"
 
 
 def task_toml_bytes(row: Mapping[str, Any], world: str, crafts: Optional[int] = None) -> bytes:

@@ -6,7 +6,7 @@ Played in a forked process on the second core while the files are rendered, so i
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Sequence
 
 from .. import game, records
 from .layout import ExportError
@@ -58,14 +58,18 @@ def in_background(function: Callable[..., Optional[str]], *args: Any) -> Callabl
     process.start()
     sender.close()
 
+    outcome: List[Optional[str]] = []
+
     def wait() -> Optional[str]:
-        try:
-            return receiver.recv()
-        except EOFError:
-            return "the process checking the gold solutions died (exit code %s)" % process.exitcode
-        finally:
-            receiver.close()
-            process.join()
+        if not outcome:  # the first call waits; later calls give the same answer
+            try:
+                outcome.append(receiver.recv())
+            except EOFError:
+                outcome.append("the process checking the gold solutions died (exit code %s)" % process.exitcode)
+            finally:
+                receiver.close()
+                process.join()
+        return outcome[0]
 
     return wait
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Dict, Iterable, Mapping, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 from .. import store
 from .layout import DIR_MODE, EXPORT_MARKER, FILE_MODE, TASK_DIRECTORIES, TASKS_DIR, ExportError, TaskFile
 
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 MARKER_TEXT = b"A Harbor export written by textcraft-synth; export-harbor may replace this directory.\n"
 
 
@@ -33,7 +34,8 @@ class TreeWriter:
     """
 
     def __init__(self, link_shared: bool = True) -> None:
-        self.fix_modes = bool(_current_umask() & 0o755)
+        self.umask = _current_umask()
+        self.fix_modes = bool(self.umask & 0o755)
         self.link_shared = link_shared
         self.originals: Dict[str, Tuple[str, bytes]] = {}  # task-relative path -> (first copy, its bytes)
 
@@ -43,10 +45,16 @@ class TreeWriter:
             os.chmod(path, DIR_MODE)
 
     def write(self, path: str, data: bytes, mode: int = FILE_MODE) -> None:
-        # "xb": a fresh file only, never one already staged; buffered writes retry short writes.
-        with open(path, "xb") as handle:
-            handle.write(data)
-        os.chmod(path, mode)
+        # O_EXCL: a fresh file only, never one already staged; the loop retries short writes.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, mode)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        if self.umask & mode:
+            os.chmod(path, mode)
 
     def task(self, task_dir: str, files: Sequence[TaskFile]) -> None:
         """Write one task directory (which must not exist)."""
@@ -89,8 +97,19 @@ def check_target(out: Path, force: bool) -> Path:
     return out
 
 
-def write_tree(out: Path, tasks: Iterable[Tuple[str, Sequence[TaskFile]]], root_files: Mapping[str, bytes], progress: bool = False, total: int = 0) -> None:
-    """Write ``out/tasks/<name>/...`` for every ``(name, files)`` and ``root_files`` at ``out``, then swap in."""
+def write_tree(
+    out: Path,
+    tasks: Iterable[Tuple[str, Sequence[TaskFile]]],
+    root_files: Mapping[str, bytes],
+    progress: bool = False,
+    total: int = 0,
+    before_swap: Optional[Callable[[], None]] = None,
+) -> None:
+    """Write ``out/tasks/<name>/...`` for every ``(name, files)`` and ``root_files`` at ``out``, then swap in.
+
+    ``before_swap`` runs once the tree is staged; if it raises, the staged tree is removed and ``out`` is
+    left as it was.
+    """
     from tqdm.auto import tqdm
 
     staging = store.staging_directory(out)
@@ -104,6 +123,8 @@ def write_tree(out: Path, tasks: Iterable[Tuple[str, Sequence[TaskFile]]], root_
             writer.task(os.path.join(tasks_dir, name), files)
         for name, payload in sorted(dict(root_files, **{EXPORT_MARKER: MARKER_TEXT}).items()):
             writer.write(os.path.join(staging, name), payload)
+        if before_swap is not None:
+            before_swap()
         store.swap_directory(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

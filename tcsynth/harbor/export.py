@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from .. import game, store
+from .. import game, records, store
+from .columns import GoldColumns, command_texts, commands_text, gold_failure
 from .digest import FileDigests
 from .files import SharedBytes, gold_commands, row_gold, task_files
 from .gold import first_failure, in_background
@@ -48,8 +49,6 @@ class Selection:
             self.tasks = select_tasks(data.tasks, splits, limit)
             self.gold = {row["name"]: row_gold(row) for rows in self.tasks.values() for row in rows}
             return
-        from .. import records
-        from . import columns
 
         chosen = select_tasks({split: range(table.num_rows) for split, table in data.tables.items()}, splits, limit)
         light = [name for name in records.TASK_COLUMNS if name != "gold_trajectory"]
@@ -57,12 +56,12 @@ class Selection:
         for split, positions in chosen.items():
             table = data.tables[split].slice(0, len(positions))
             rows = store.table_rows(table.select(light))
-            gold = self.columns[split] = columns.GoldColumns(table)
-            texts = columns.command_texts(gold)
+            gold = self.columns[split] = GoldColumns(table)
+            texts = command_texts(gold)
             if texts is None:  # a name the shell must quote: format the lines row by row
                 texts = ["\n".join(gold_commands(row)[:-1]) for row in data.tasks[split][: len(positions)]]
             for number, row in enumerate(rows):
-                self.gold[row["name"]] = (gold.crafts(number), columns.commands_text(texts[number], row))
+                self.gold[row["name"]] = (gold.crafts(number), commands_text(texts[number], row))
             self.tasks[split] = rows
 
     @property
@@ -77,10 +76,8 @@ class Selection:
         """The first gold solution that fails in the engine, as a message, or None."""
         if not self.columns:
             return first_failure(self.world, self.rows)
-        from . import columns
-
         for split, gold in self.columns.items():
-            problem = columns.gold_failure(self.world, self.tasks[split], gold)
+            problem = gold_failure(self.world, self.tasks[split], gold)
             if problem:
                 return problem
         return None

@@ -91,8 +91,13 @@ class _Transcript:
         self.encoded: List[str] = [_system_json(), _dumps(user)]
         self.characters = len(prompts.SYSTEM_PROMPT) + len(user["content"])
 
-    def turn(self, intent: str, calls: Sequence[Tuple[str, Dict[str, Any]]]) -> List[str]:
-        """One assistant turn making ``calls`` (tool name, arguments); returns the engine's answers."""
+    def turn(self, intent: str, calls: Sequence[Tuple[str, Dict[str, Any]]], answers: Optional[Sequence[str]] = None) -> List[str]:
+        """One assistant turn making ``calls`` (tool name, arguments); returns the engine's answers.
+
+        ``answers``: what the engine already answered these calls in another layout of the same play
+        (see :func:`_play_layouts`); they are used instead of playing the calls again.
+        """
+        given = answers
         tool_calls = []
         texts = []
         characters = len(intent)
@@ -106,9 +111,9 @@ class _Transcript:
         self.messages.append({"role": "assistant", "content": intent, "tool_calls": tool_calls})
         self.encoded.append('{"role": "assistant", "content": %s, "tool_calls": [%s]}' % (_string(intent), ", ".join(texts)))
         answers = []
-        for call in tool_calls:
+        for number, call in enumerate(tool_calls):
             tool = call["function"]["name"]
-            answer = self.game.call(tool, call["function"]["arguments"])
+            answer = self.game.call(tool, call["function"]["arguments"]) if given is None else given[number]
             if answer.startswith("Error"):
                 raise SftError("%s: %s %s was rejected: %s" % (self.name, call["id"], tool, answer))
             answers.append(answer)
@@ -186,25 +191,60 @@ def conversation(row: Mapping[str, Any], world: game.World, parallel: bool = Tru
 
 def _play(row: Mapping[str, Any], world: game.World, parallel: bool) -> _Transcript:
     """Render and play one conversation on a fresh episode; it must win (see the module docstring)."""
+    return _play_layouts(row, world, (parallel,))[0]
+
+
+class _Layouts:
+    """Several layouts of one play: the first transcript plays each call, the others reuse its answers."""
+
+    def __init__(self, transcripts: Sequence[_Transcript]):
+        self.transcripts = transcripts
+
+    def turn(self, intent: str, calls: Sequence[Tuple[str, Dict[str, Any]]]) -> List[str]:
+        answers = self.transcripts[0].turn(intent, calls)
+        for transcript in self.transcripts[1:]:
+            transcript.turn(intent, calls, answers)
+        return answers
+
+
+def _craft_turns(transcript: _Transcript, parallel: bool, number: int, group: Sequence[Tuple[str, int, Dict[str, int]]], depth: int,
+                 calls: Sequence[Tuple[str, Dict[str, Any]]], answers: Optional[Sequence[str]] = None) -> List[str]:
+    """The turns crafting one depth's group: one turn (``parallel``) or one per craft; returns the answers."""
+    if parallel:
+        lead = "I have every recipe I need, so I'll craft from the bottom up. " if number == 0 else ""
+        what = "the %d items" % len(group) if len(group) > 1 else "the item"
+        return transcript.turn("%sCrafting %s of depth %d." % (lead, what, depth), calls, answers)
+    made: List[str] = []
+    for position, (call, (item, total, _)) in enumerate(zip(calls, group)):
+        lead = "I have every recipe I need, so I'll craft from the bottom up. " if number == position == 0 else ""
+        made += transcript.turn("%sCrafting %d %s (depth %d)." % (lead, total, item, depth), [call], None if answers is None else answers[position : position + 1])
+    return made
+
+
+def _play_layouts(row: Mapping[str, Any], world: game.World, layouts: Sequence[bool]) -> List[_Transcript]:
+    """One conversation per layout (``True``: parallel), all from a single play on a fresh episode.
+
+    The layouts make the same tool calls in the same order (the sequential one only gives each craft its
+    own turn), so the engine answers them alike: the first layout plays every call and the others take its
+    answers.  That one play is the verification of every layout: each answer is checked as it comes and
+    the episode must score 1.0 (:meth:`_Transcript.verdict`).
+    """
     task = records.engine_task(row)
-    transcript = _Transcript(row["name"], game.Game.for_task(world, task), row["goal"])
-    transcript.turn("First I'll check what I have in my inventory.", [("view_inventory", {})])
+    lead = _Transcript(row["name"], game.Game.for_task(world, task), row["goal"])
+    transcripts = [lead] + [_Transcript(row["name"], lead.game, row["goal"]) for _ in layouts[1:]]
+    both = _Layouts(transcripts)
+    both.turn("First I'll check what I have in my inventory.", [("view_inventory", {})])
     targets = task["target_items"]
-    printed = look_up_recipes(transcript, list(targets), (step["item"] for step in row["gold_trajectory"]))
+    printed = look_up_recipes(both, list(targets), (step["item"] for step in row["gold_trajectory"]))  # type: ignore[arg-type]
     for number, group in enumerate(plan_crafts(row, printed)):
         depth = printed[group[0][0]]["crafting_depth"]
         calls = [("craft", {"ingredients": ingredients, "target": [item, total]}) for item, total, ingredients in group]
-        if parallel:
-            lead = "I have every recipe I need, so I'll craft from the bottom up. " if number == 0 else ""
-            what = "the %d items" % len(group) if len(group) > 1 else "the item"
-            transcript.turn("%sCrafting %s of depth %d." % (lead, what, depth), calls)
-        else:
-            for position, (call, (item, total, _)) in enumerate(zip(calls, group)):
-                lead = "I have every recipe I need, so I'll craft from the bottom up. " if number == position == 0 else ""
-                transcript.turn("%sCrafting %d %s (depth %d)." % (lead, total, item, depth), [call])
-    transcript.turn("Every target is in my inventory now, so I'm done.", [("finish", {"message": records.finish_message(targets)})])
-    transcript.verdict()
-    return transcript
+        answers = _craft_turns(lead, layouts[0], number, group, depth, calls)
+        for transcript, parallel in zip(transcripts[1:], layouts[1:]):
+            _craft_turns(transcript, parallel, number, group, depth, calls, answers)
+    both.turn("Every target is in my inventory now, so I'm done.", [("finish", {"message": records.finish_message(targets)})])
+    lead.verdict()
+    return transcripts
 
 
 def tool_calls_of(messages: Iterable[Mapping[str, Any]]) -> List[Dict[str, Any]]:
@@ -271,10 +311,16 @@ def encode_row(row: Mapping[str, Any]) -> Row:
 
 def build_rows(task_rows: Sequence[Mapping[str, Any]], world: game.World, parallel: bool = True, progress: bool = False) -> List[Row]:
     """Encoded sft rows for ``task_rows``, in their order."""
-    rows = []
+    return build_layouts(task_rows, world, (parallel,), progress)[0]
+
+
+def build_layouts(task_rows: Sequence[Mapping[str, Any]], world: game.World, layouts: Sequence[bool] = (True, False), progress: bool = False) -> List[List[Row]]:
+    """Encoded sft rows for ``task_rows`` in each layout (``True``: parallel), every task played once."""
+    built: List[List[Row]] = [[] for _ in layouts]
     for row in tqdm(task_rows, desc="rendering sft conversations", unit="task", disable=not progress or None):
-        rows.append(_row(row, _play(row, world, parallel), encoded=True))
-    return rows
+        for rows, transcript in zip(built, _play_layouts(row, world, layouts)):
+            rows.append(_row(row, transcript, encoded=True))
+    return built
 
 
 # The last records' rows per (split, parallel): the sft config and its per-difficulty configs share one rendering.
@@ -292,6 +338,9 @@ def sft_rows(data: Records, split: str, parallel: bool = True, progress: bool = 
         _cache["records"], _cache["rows"] = data, {}
     key = (split, parallel)
     rows = _cache["rows"].get(key)
-    if rows is None:
-        rows = _cache["rows"][key] = build_rows(data.tasks[split], data.world, parallel=parallel, progress=progress)
+    if rows is None:  # both layouts at once: one play each task serves the sft and sft-sequential configs
+        layouts = (parallel, not parallel)
+        for layout, built in zip(layouts, build_layouts(data.tasks[split], data.world, layouts, progress=progress)):
+            _cache["rows"][(split, layout)] = built
+        rows = _cache["rows"][key]
     return rows

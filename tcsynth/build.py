@@ -113,21 +113,30 @@ def verify_records(data: Records, progress: bool = True) -> None:
     check_gold(data, progress)
 
 
+def records_failure(data: Records) -> Optional[str]:
+    """What :func:`verify_records` would raise, as a message, or None: the round trip, then the gold."""
+    try:
+        check_round_trip(data)
+    except BuildError as error:
+        return str(error)
+    return gold_failure(data.world, data.tasks)
+
+
 def verified_products(data: Records) -> Dict[str, bytes]:
     """Every file of ``data/`` (:func:`product_files`), made only from records that pass :func:`verify_records`.
 
-    The gold trajectories are played in a second process (:func:`tcsynth.harbor.gold.in_background`)
-    while the products are made; nothing is returned, so nothing is written, unless every one wins.  When
-    making the products fails too, the gold failure is reported first: it is the cause.
+    The records are checked (:func:`records_failure`) in a second process
+    (:func:`tcsynth.harbor.gold.in_background`) while the products are made; nothing is returned, so
+    nothing is written, unless they pass.  When making the products fails too, the records' failure is
+    reported first: it is the cause.
     """
     from .harbor.gold import in_background
 
     for split in data.tasks:
         data.tasks[split]  # the rows are made before the fork, so both processes share them
-    data.world
-    wait_for_gold = in_background(gold_failure, data.world, data.tasks)
+    data.world, data.world_name  # and a world that does not read fails here, in this process
+    wait_for_gold = in_background(records_failure, data)
     try:
-        check_round_trip(data)
         files = product_files(data)
     except BaseException:
         problem = wait_for_gold()

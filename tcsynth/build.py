@@ -224,14 +224,14 @@ def version_mismatches() -> List[str]:
 def product_files(data: Records) -> Dict[str, bytes]:
     """Every file of ``data/`` ({relative path: bytes}), derived from the records.
 
-    Parquet encoding and compression run in a worker thread (pyarrow releases the GIL) while this
-    thread makes the next config's rows: the sft conversations are rendered beside the task files' writing.
+    Parquet encoding and compression run in worker threads (pyarrow releases the GIL) while this thread
+    makes the next config's rows: the sft conversations are rendered beside the task files' writing.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     files = {records.RECIPES_FILE: data.recipes_bytes, records.LICENSE_FILE: data.license_bytes}
     jobs = {}
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with ThreadPoolExecutor(max_workers=2) as pool:
         for spec in configs.CONFIGS.values():
             for split in spec.splits:
                 rows = config_rows(spec, data, split)

@@ -81,8 +81,10 @@ class _Transcript:
     the running :func:`num_characters` count.
     """
 
-    def __init__(self, name: str, game_: game.Game, goal: str):
+    def __init__(self, name: str, game_: game.Game, goal: str, arguments_json: Optional[Dict[int, str]] = None):
         self.name = name
+        # id(arguments) -> its JSON text, shared by the layouts of one play (the same dicts, alive meanwhile).
+        self.arguments_json = {} if arguments_json is None else arguments_json
         self.game = game_
         self.calls = 0
         self.observations: List[str] = []
@@ -105,7 +107,9 @@ class _Transcript:
             self.calls += 1
             call_id = "call_%d" % self.calls
             tool_calls.append({"id": call_id, "type": "function", "function": {"name": tool, "arguments": arguments}})
-            arguments_json = _dumps(arguments)
+            arguments_json = self.arguments_json.get(id(arguments))
+            if arguments_json is None:
+                arguments_json = self.arguments_json[id(arguments)] = _dumps(arguments)
             characters += len(tool) + len(arguments_json)
             texts.append('{"id": "%s", "type": "function", "function": {"name": %s, "arguments": %s}}' % (call_id, _string(tool), arguments_json))
         self.messages.append({"role": "assistant", "content": intent, "tool_calls": tool_calls})
@@ -231,7 +235,7 @@ def _play_layouts(row: Mapping[str, Any], world: game.World, layouts: Sequence[b
     """
     task = records.engine_task(row)
     lead = _Transcript(row["name"], game.Game.for_task(world, task), row["goal"])
-    transcripts = [lead] + [_Transcript(row["name"], lead.game, row["goal"]) for _ in layouts[1:]]
+    transcripts = [lead] + [_Transcript(row["name"], lead.game, row["goal"], lead.arguments_json) for _ in layouts[1:]]
     both = _Layouts(transcripts)
     both.turn("First I'll check what I have in my inventory.", [("view_inventory", {})])
     targets = task["target_items"]

@@ -41,8 +41,9 @@ def agent_timeout_sec(row: Mapping[str, Any], crafts: Optional[int] = None) -> i
 
 
 def toml_string(text: str) -> str:
-    """A TOML basic string (JSON's escapes are valid TOML, ``ensure_ascii`` keeps it 7-bit)."""
-    return json.dumps(text)
+    """A TOML basic string (JSON's escapes are valid TOML, ``ensure_ascii`` keeps it 7-bit): ``json.dumps(text)``,
+    through the string encoder it uses."""
+    return json.encoder.encode_basestring_ascii(text)
 
 
 _QUOTED: Dict[str, str] = {}  # item name -> the name quoted for the shell (names repeat across tasks)

@@ -11,6 +11,7 @@ hold them together.
 
 from __future__ import annotations
 
+import functools
 import shlex
 from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Sequence
 
@@ -48,10 +49,24 @@ class GoldColumns:
         self.part_item_array, self.part_count_array = part_fields["item"], part_fields["count"]
         self.steps: List[int] = self.step_offsets.to_pylist()
         self.parts: List[int] = self.part_offsets.to_pylist()
-        self.items: List[str] = self.item_array.to_pylist()
-        self.counts: List[int] = self.count_array.to_pylist()
-        self.part_items: List[str] = self.part_item_array.to_pylist()
-        self.part_counts: List[int] = self.part_count_array.to_pylist()
+
+    # The names and counts as Python lists are for the gold check only, which runs in a second process:
+    # made there, on first use.
+    @functools.cached_property
+    def items(self) -> List[str]:
+        return self.item_array.to_pylist()
+
+    @functools.cached_property
+    def counts(self) -> List[int]:
+        return self.count_array.to_pylist()
+
+    @functools.cached_property
+    def part_items(self) -> List[str]:
+        return self.part_item_array.to_pylist()
+
+    @functools.cached_property
+    def part_counts(self) -> List[int]:
+        return self.part_count_array.to_pylist()
 
     def crafts(self, task: int) -> int:
         """How many gold crafts task ``task`` has."""

@@ -114,14 +114,13 @@ def gold_failure(world: game.World, rows: Sequence[Mapping[str, Any]], gold: Gol
     items, counts, parts, part_items, part_counts = gold.items, gold.counts, gold.parts, gold.part_items, gold.part_counts
     for number, row in enumerate(rows):
         episode = game.Game.for_task(world, records.engine_task(row))
-        call = episode.call
+        craft = episode.craft  # what Game.call runs for a well-formed craft call, as solve.sh makes them
         for position, step in enumerate(range(gold.steps[number], gold.steps[number + 1]), 1):
             start, end = parts[step], parts[step + 1]
-            arguments = {"ingredients": dict(zip(part_items[start:end], part_counts[start:end])), "target": [items[step], counts[step]]}
-            answer = call("craft", arguments)
+            answer = craft(dict(zip(part_items[start:end], part_counts[start:end])), [items[step], counts[step]])
             if not game.craft_succeeded(answer):
                 return "the gold solution of %s fails at craft %d: %s" % (row["name"], position, answer)
-        call("finish", {"message": records.finish_message(records.list_to_counts(row["target_items"]))})
+        episode.finish(records.finish_message(records.list_to_counts(row["target_items"])))
         verdict = game.judge(episode, gold.crafts(number) + 1, [])
         if not verdict.success:
             return "the gold solution of %s does not reach the goal: %s" % (row["name"], verdict.reason)

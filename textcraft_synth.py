@@ -12,12 +12,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Tuple
-
-import datasets
-from datasets.builder import Key
+from typing import Any, Optional
 
 from tcsynth import build, game, records, store
 from tcsynth.configs import CONFIGS, DEFAULT_CONFIG
@@ -64,76 +60,107 @@ _CITATION = """\
 """
 
 
-@dataclass
-class TextCraftSynthConfig(datasets.BuilderConfig):
-    """Settings of one TextCraft-Synth config.
-
-    Args:
-        records_dir (`str`, *optional*): the ``data/`` directory to read the records from; defaults to the
-            checkout's, else the Hub dataset's records.
-        difficulties (`tuple[str, ...]`, *optional*): keep only rows of these difficulties
-            (``easy``, ``medium``, ``hard``, ``extreme``); ignored by ``recipes``, whose rows have none.
-        verify (`bool`, defaults to `True`): replay every task's gold trajectory in the engine while
-            generating, and fail on one that does not reach the goal.
-    """
-
-    records_dir: Optional[str] = None
-    difficulties: Optional[Tuple[str, ...]] = None
-    verify: bool = True
-
-    def __post_init__(self):
-        super().__post_init__()
-        self.validate()
-
-    def validate(self) -> None:
-        """Raise ``ValueError`` naming a bad setting (``datasets`` sets keyword options after construction)."""
-        if self.difficulties is not None:
-            if isinstance(self.difficulties, str):
-                self.difficulties = (self.difficulties,)
-            self.difficulties = tuple(self.difficulties)
-            unknown = [d for d in self.difficulties if d not in records.DIFFICULTIES]
-            if unknown:
-                raise ValueError(
-                    "unknown difficulties %s; choose from %s" % (unknown, ", ".join(records.DIFFICULTIES))
-                )
+# The builder classes subclass ``datasets`` types, and importing ``datasets`` costs most of a second.  They
+# are defined on first use (PEP 562 ``__getattr__`` below), so ``python -m textcraft_synth`` and the
+# re-exported helpers start without it, while ``from textcraft_synth import TextCraftSynth`` works as before.
+_BUILDER_NAMES = ("TextCraftSynth", "TextCraftSynthConfig")
 
 
-class TextCraftSynth(datasets.GeneratorBasedBuilder):
-    """Every config of the dataset, generated from the records in ``data/`` (see ``tcsynth.configs``)."""
+def _define_builder() -> None:
+    """Import ``datasets``, define :class:`TextCraftSynthConfig` and :class:`TextCraftSynth` as module globals."""
+    from dataclasses import dataclass
+    from typing import Tuple
 
-    BUILDER_CONFIG_CLASS = TextCraftSynthConfig
-    BUILDER_CONFIGS = [TextCraftSynthConfig(name=spec.name, description=spec.description) for spec in CONFIGS.values()]
-    DEFAULT_CONFIG_NAME = DEFAULT_CONFIG
+    import datasets
+    from datasets.builder import Key
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.config.validate()
 
-    def _info(self) -> datasets.DatasetInfo:
-        spec = CONFIGS[self.config.name]
-        return datasets.DatasetInfo(
-            description=_DESCRIPTION + " " + spec.description,
-            features=spec.features,
-            homepage=_HOMEPAGE,
-            license=_LICENSE,
-            citation=_CITATION,
-        )
+    @dataclass
+    class TextCraftSynthConfig(datasets.BuilderConfig):
+        """Settings of one TextCraft-Synth config.
 
-    def _split_generators(self, dl_manager):
-        return [datasets.SplitGenerator(name=split, gen_kwargs={"split": split}) for split in CONFIGS[self.config.name].splits]
+        Args:
+            records_dir (`str`, *optional*): the ``data/`` directory to read the records from; defaults to the
+                checkout's, else the Hub dataset's records.
+            difficulties (`tuple[str, ...]`, *optional*): keep only rows of these difficulties
+                (``easy``, ``medium``, ``hard``, ``extreme``); ignored by ``recipes``, whose rows have none.
+            verify (`bool`, defaults to `True`): replay every task's gold trajectory in the engine while
+                generating, and fail on one that does not reach the goal.
+        """
 
-    def _generate_examples(self, split: str):
-        spec = CONFIGS[self.config.name]
-        data = store.load_records(store.resolve_data_dir(Path(self.config.records_dir) if self.config.records_dir else None))
-        rows = build.config_rows(spec, data, split)
-        world = data.world if spec.holds_tasks and self.config.verify else None
-        for number, row in enumerate(rows):
-            difficulty = row.get("difficulty")  # recipe rows have none
-            if self.config.difficulties and difficulty is not None and difficulty not in self.config.difficulties:
-                continue
-            if world is not None:
-                verify_row(row, world)
-            yield Key(0, number), row
+        records_dir: Optional[str] = None
+        difficulties: Optional[Tuple[str, ...]] = None
+        verify: bool = True
+
+        def __post_init__(self):
+            super().__post_init__()
+            self.validate()
+
+        def validate(self) -> None:
+            """Raise ``ValueError`` naming a bad setting (``datasets`` sets keyword options after construction)."""
+            if self.difficulties is not None:
+                if isinstance(self.difficulties, str):
+                    self.difficulties = (self.difficulties,)
+                self.difficulties = tuple(self.difficulties)
+                unknown = [d for d in self.difficulties if d not in records.DIFFICULTIES]
+                if unknown:
+                    raise ValueError(
+                        "unknown difficulties %s; choose from %s" % (unknown, ", ".join(records.DIFFICULTIES))
+                    )
+
+    class TextCraftSynth(datasets.GeneratorBasedBuilder):
+        """Every config of the dataset, generated from the records in ``data/`` (see ``tcsynth.configs``)."""
+
+        BUILDER_CONFIG_CLASS = TextCraftSynthConfig
+        BUILDER_CONFIGS = [TextCraftSynthConfig(name=spec.name, description=spec.description) for spec in CONFIGS.values()]
+        DEFAULT_CONFIG_NAME = DEFAULT_CONFIG
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.config.validate()
+
+        def _info(self) -> datasets.DatasetInfo:
+            spec = CONFIGS[self.config.name]
+            return datasets.DatasetInfo(
+                description=_DESCRIPTION + " " + spec.description,
+                features=spec.features,
+                homepage=_HOMEPAGE,
+                license=_LICENSE,
+                citation=_CITATION,
+            )
+
+        def _split_generators(self, dl_manager):
+            return [datasets.SplitGenerator(name=split, gen_kwargs={"split": split}) for split in CONFIGS[self.config.name].splits]
+
+        def _generate_examples(self, split: str):
+            spec = CONFIGS[self.config.name]
+            data = store.load_records(store.resolve_data_dir(Path(self.config.records_dir) if self.config.records_dir else None))
+            rows = build.config_rows(spec, data, split)
+            world = data.world if spec.holds_tasks and self.config.verify else None
+            for number, row in enumerate(rows):
+                difficulty = row.get("difficulty")  # recipe rows have none
+                if self.config.difficulties and difficulty is not None and difficulty not in self.config.difficulties:
+                    continue
+                if world is not None:
+                    verify_row(row, world)
+                yield Key(0, number), row
+
+    # Module-level names, so pickling and ``datasets``' hashing find the classes where they are imported from.
+    for cls in (TextCraftSynthConfig, TextCraftSynth):
+        cls.__module__ = __name__
+        cls.__qualname__ = cls.__name__
+        globals()[cls.__name__] = cls
+
+
+def __getattr__(name: str) -> Any:
+    if name in _BUILDER_NAMES:
+        _define_builder()
+        return globals()[name]
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_BUILDER_NAMES))
 
 
 def load_world(data_dir: Optional[Path] = None) -> World:

@@ -12,7 +12,7 @@ staging directory that replaces ``data/`` only when complete, so a failed build 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from tqdm.auto import tqdm
 
@@ -73,24 +73,31 @@ def check_release(data: Records) -> None:
             raise BuildError("%s: the rows do not convert back to %s byte for byte" % (split, filename))
 
 
-def check_gold(data: Records, progress: bool = True) -> None:
-    """Raise :class:`BuildError` unless every task's gold trajectory reaches its goal in the engine."""
-    world = data.world
-    total = sum(len(rows) for rows in data.tasks.values())
+def gold_failure(world: game.World, tasks: Mapping[str, List[Dict[str, Any]]], progress: bool = False) -> Optional[str]:
+    """The first task whose gold trajectory does not reach its goal in the engine, as a message, or None."""
+    total = sum(len(rows) for rows in tasks.values())
     with tqdm(total=total, desc="replaying gold trajectories", unit="task", disable=not progress or None) as bar:
-        for rows in data.tasks.values():
+        for rows in tasks.values():
             for row in rows:
                 verdict = game.replay(world, records.engine_task(row), records.gold_tool_calls(row))
                 if not verdict.success:
-                    raise BuildError("%s: the gold trajectory does not reach the goal: %s" % (row["name"], verdict.reason))
+                    return "%s: the gold trajectory does not reach the goal: %s" % (row["name"], verdict.reason)
                 bar.update(1)
+    return None
 
 
-def verify_records(data: Records, progress: bool = True) -> None:
-    """Raise :class:`BuildError` unless the records are complete, lossless and every gold trajectory wins.
+def check_gold(data: Records, progress: bool = True) -> None:
+    """Raise :class:`BuildError` unless every task's gold trajectory reaches its goal in the engine."""
+    problem = gold_failure(data.world, data.tasks, progress)
+    if problem:
+        raise BuildError(problem)
+
+
+def check_round_trip(data: Records) -> None:
+    """Raise :class:`BuildError` unless the records are complete and lossless (gold not played).
 
     The published world (its name is :data:`records.TASK_NAME_PREFIX`) must also be byte for byte the
-    pinned source; any other world (a generated one) is checked by its rows' round trip and its gold.
+    pinned source; any other world (a generated one) is checked by its rows' round trip.
     """
     if data.world_name == records.TASK_NAME_PREFIX:
         check_release(data)
@@ -98,7 +105,48 @@ def verify_records(data: Records, progress: bool = True) -> None:
         lines = [records.source_from_row(row) for row in rows]
         if records.rows_from_source_lines(split, lines, data.world_name) != rows:
             raise BuildError("%s: the rows do not convert to source lines and back unchanged" % split)
+
+
+def verify_records(data: Records, progress: bool = True) -> None:
+    """Raise :class:`BuildError` unless the records are complete, lossless and every gold trajectory wins."""
+    check_round_trip(data)
     check_gold(data, progress)
+
+
+def records_failure(data: Records) -> Optional[str]:
+    """What :func:`verify_records` would raise, as a message, or None: the round trip, then the gold."""
+    try:
+        check_round_trip(data)
+    except BuildError as error:
+        return str(error)
+    return gold_failure(data.world, data.tasks)
+
+
+def verified_products(data: Records) -> Dict[str, bytes]:
+    """Every file of ``data/`` (:func:`product_files`), made only from records that pass :func:`verify_records`.
+
+    The records are checked (:func:`records_failure`) in a second process
+    (:func:`tcsynth.harbor.gold.in_background`) while the products are made; nothing is returned, so
+    nothing is written, unless they pass.  When making the products fails too, the records' failure is
+    reported first: it is the cause.
+    """
+    from .harbor.gold import in_background
+
+    for split in data.tasks:
+        data.tasks[split]  # the rows are made before the fork, so both processes share them
+    data.world, data.world_name  # and a world that does not read fails here, in this process
+    wait_for_gold = in_background(records_failure, data)
+    try:
+        files = product_files(data)
+    except BaseException:
+        problem = wait_for_gold()
+        if problem:
+            raise BuildError(problem)
+        raise
+    problem = wait_for_gold()
+    if problem:
+        raise BuildError(problem)
+    return files
 
 
 # --------------------------------------------------------------------------------------------- config rows
@@ -178,18 +226,28 @@ def version_mismatches() -> List[str]:
 
 
 def product_files(data: Records) -> Dict[str, bytes]:
-    """Every file of ``data/`` ({relative path: bytes}), derived from the records."""
+    """Every file of ``data/`` ({relative path: bytes}), derived from the records.
+
+    Parquet encoding and compression run in worker threads (pyarrow releases the GIL) while this thread
+    makes the next config's rows: the sft conversations are rendered beside the task files' writing.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     files = {records.RECIPES_FILE: data.recipes_bytes, records.LICENSE_FILE: data.license_bytes}
-    for spec in configs.CONFIGS.values():
-        for split in spec.splits:
-            files["%s/%s.parquet" % (spec.name, split)] = store.parquet_bytes(config_rows(spec, data, split), configs.features(spec.kind))
+    jobs = {}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for spec in configs.CONFIGS.values():
+            for split in spec.splits:
+                rows = config_rows(spec, data, split)
+                jobs["%s/%s.parquet" % (spec.name, split)] = pool.submit(store.parquet_bytes, rows, configs.features(spec.kind))
+        for relative, job in jobs.items():
+            files[relative] = job.result()
     return files
 
 
 def write_data(data: Records, data_dir: Path, log: Optional[Log] = None, progress: bool = True) -> List[str]:
     """Verify ``data`` and make ``data_dir`` hold exactly its products; returns the relative paths written."""
-    verify_records(data, progress=progress)
-    files = product_files(data)
+    files = verified_products(data)
     store.replace_directory(Path(data_dir), files)
     if log:
         for relative in sorted(files):
@@ -244,8 +302,7 @@ def write_dataset(out: Path, data: Records, card: bytes, progress: bool = True) 
     card ``README.md`` (whose YAML makes ``load_dataset(out)`` work) and the root index files."""
     from . import harbor
 
-    verify_records(data, progress=progress)
-    files = {"data/" + relative: payload for relative, payload in product_files(data).items()}
+    files = {"data/" + relative: payload for relative, payload in verified_products(data).items()}
     files.update(harbor.root_index_files(data))
     files["README.md"] = card
     files[DATASET_MARKER] = b"A dataset written by textcraft-synth generate-world; it may replace this directory.\n"

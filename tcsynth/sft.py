@@ -15,13 +15,19 @@ What the assistant looks up next is read from what ``get_info`` printed: the ing
 just shown that the plan crafts (never a name it has not seen).  The crafts are the gold trajectory's, with
 the total the craft tool takes (``count``, not ``crafts``), grouped by the crafting depth ``get_info``
 printed.  Every tool message is what :class:`tcsynth.game.Game` returned for that call while rendering, and
-each conversation is replayed once more through :func:`tcsynth.game.replay`: a conversation that does not
-score 1.0, or whose replay prints anything else, raises :class:`SftError`.
+that play is the conversation's verification: the episode starts fresh, every call goes through
+:meth:`tcsynth.game.Game.call` in conversation order, an answer starting with ``Error`` raises
+:class:`SftError`, and so does a finished episode that :func:`tcsynth.game.judge` does not score 1.0.
+:func:`verify` replays a conversation given as messages (one that was stored or edited) the same way.
 
 Messages follow the shape ``transformers`` chat templates and TRL take: assistant ``{"role", "content",
 "tool_calls": [{"id", "type": "function", "function": {"name", "arguments": dict}}]}``, tool ``{"role",
 "tool_call_id", "name", "content"}``.  Call ids are ``call_1``, ``call_2``, ... in conversation order, so the
 same row always gives the same bytes.
+
+For the build, each message is also written as JSON text while it is made (the same text as ``json.dumps``
+of the message, see :func:`encode_row`): the tool-call arguments are serialized once, for the text and for
+``num_characters`` alike, and the system message and the tools, the same in every row, once per process.
 """
 
 from __future__ import annotations
@@ -46,34 +52,88 @@ class SftError(UserError):
 # ------------------------------------------------------------------------------------------ the conversation
 
 
-class _Transcript:
-    """Messages under construction: every call is played on ``game`` and answered with what it returned."""
+_dumps = json.dumps
+# What json.dumps does with a str (ensure_ascii, the default), without its dispatch on the type.
+_string = json.encoder.encode_basestring_ascii
+# JSON text that is the same in every conversation, made once per process (see _Transcript).
+_constant_json: Dict[str, str] = {}
 
-    def __init__(self, name: str, game_: game.Game, goal: str):
+
+def _system_json() -> str:
+    text = _constant_json.get("system")
+    if text is None:
+        text = _constant_json["system"] = _dumps({"role": "system", "content": prompts.SYSTEM_PROMPT})
+    return text
+
+
+def tools_json() -> str:
+    """``json.dumps(prompts.tool_schemas())``, serialized once per process."""
+    text = _constant_json.get("tools")
+    if text is None:
+        text = _constant_json["tools"] = _dumps(prompts.tool_schemas())
+    return text
+
+
+class _Transcript:
+    """Messages under construction: every call is played on ``game`` and answered with what it returned.
+
+    Beside the messages it keeps their JSON text (``encoded``, each exactly ``json.dumps(message)``) and
+    the running :func:`num_characters` count.
+    """
+
+    def __init__(self, name: str, game_: game.Game, goal: str, arguments_json: Optional[Dict[int, str]] = None):
         self.name = name
+        # id(arguments) -> its JSON text, shared by the layouts of one play (the same dicts, alive meanwhile).
+        self.arguments_json = {} if arguments_json is None else arguments_json
         self.game = game_
         self.calls = 0
-        self.messages: List[Message] = [
-            {"role": "system", "content": prompts.SYSTEM_PROMPT},
-            {"role": "user", "content": prompts.user_prompt(goal)},
-        ]
+        self.observations: List[str] = []
+        user = {"role": "user", "content": prompts.user_prompt(goal)}
+        self.messages: List[Message] = [{"role": "system", "content": prompts.SYSTEM_PROMPT}, user]
+        self.encoded: List[str] = [_system_json(), _dumps(user)]
+        self.characters = len(prompts.SYSTEM_PROMPT) + len(user["content"])
 
-    def turn(self, intent: str, calls: Sequence[Tuple[str, Dict[str, Any]]]) -> List[str]:
-        """One assistant turn making ``calls`` (tool name, arguments); returns the engine's answers."""
+    def turn(self, intent: str, calls: Sequence[Tuple[str, Dict[str, Any]]], answers: Optional[Sequence[str]] = None) -> List[str]:
+        """One assistant turn making ``calls`` (tool name, arguments); returns the engine's answers.
+
+        ``answers``: what the engine already answered these calls in another layout of the same play
+        (see :func:`_play_layouts`); they are used instead of playing the calls again.
+        """
+        given = answers
         tool_calls = []
-        answers = []
+        texts = []
+        characters = len(intent)
         for tool, arguments in calls:
             self.calls += 1
-            tool_calls.append({"id": "call_%d" % self.calls, "type": "function", "function": {"name": tool, "arguments": arguments}})
+            call_id = "call_%d" % self.calls
+            tool_calls.append({"id": call_id, "type": "function", "function": {"name": tool, "arguments": arguments}})
+            arguments_json = self.arguments_json.get(id(arguments))
+            if arguments_json is None:
+                arguments_json = self.arguments_json[id(arguments)] = _dumps(arguments)
+            characters += len(tool) + len(arguments_json)
+            texts.append('{"id": "%s", "type": "function", "function": {"name": %s, "arguments": %s}}' % (call_id, _string(tool), arguments_json))
         self.messages.append({"role": "assistant", "content": intent, "tool_calls": tool_calls})
-        for call in tool_calls:
+        self.encoded.append('{"role": "assistant", "content": %s, "tool_calls": [%s]}' % (_string(intent), ", ".join(texts)))
+        answers = []
+        for number, call in enumerate(tool_calls):
             tool = call["function"]["name"]
-            answer = self.game.call(tool, call["function"]["arguments"])
+            answer = self.game.call(tool, call["function"]["arguments"]) if given is None else given[number]
             if answer.startswith("Error"):
                 raise SftError("%s: %s %s was rejected: %s" % (self.name, call["id"], tool, answer))
             answers.append(answer)
+            characters += len(answer)
             self.messages.append({"role": "tool", "tool_call_id": call["id"], "name": tool, "content": answer})
+            self.encoded.append('{"role": "tool", "tool_call_id": "%s", "name": %s, "content": %s}' % (call["id"], _string(tool), _string(answer)))
+        self.observations.extend(answers)
+        self.characters += characters
         return answers
+
+    def verdict(self) -> game.Verdict:
+        """The engine's verdict on the episode just played (raises :class:`SftError` unless it scores 1.0)."""
+        verdict = game.judge(self.game, self.calls, self.observations)
+        if not verdict.success:
+            raise SftError("%s: the conversation does not reach the goal: %s" % (self.name, verdict.reason))
+        return verdict
 
 
 def _item_list(items: Sequence[str]) -> str:
@@ -130,25 +190,65 @@ def conversation(row: Mapping[str, Any], world: game.World, parallel: bool = Tru
     ``parallel=True`` makes each crafting depth one assistant turn with several tool calls;
     ``parallel=False`` makes every craft its own turn.
     """
+    return _play(row, world, parallel).messages
+
+
+def _play(row: Mapping[str, Any], world: game.World, parallel: bool) -> _Transcript:
+    """Render and play one conversation on a fresh episode; it must win (see the module docstring)."""
+    return _play_layouts(row, world, (parallel,))[0]
+
+
+class _Layouts:
+    """Several layouts of one play: the first transcript plays each call, the others reuse its answers."""
+
+    def __init__(self, transcripts: Sequence[_Transcript]):
+        self.transcripts = transcripts
+
+    def turn(self, intent: str, calls: Sequence[Tuple[str, Dict[str, Any]]]) -> List[str]:
+        answers = self.transcripts[0].turn(intent, calls)
+        for transcript in self.transcripts[1:]:
+            transcript.turn(intent, calls, answers)
+        return answers
+
+
+def _craft_turns(transcript: _Transcript, parallel: bool, number: int, group: Sequence[Tuple[str, int, Dict[str, int]]], depth: int,
+                 calls: Sequence[Tuple[str, Dict[str, Any]]], answers: Optional[Sequence[str]] = None) -> List[str]:
+    """The turns crafting one depth's group: one turn (``parallel``) or one per craft; returns the answers."""
+    if parallel:
+        lead = "I have every recipe I need, so I'll craft from the bottom up. " if number == 0 else ""
+        what = "the %d items" % len(group) if len(group) > 1 else "the item"
+        return transcript.turn("%sCrafting %s of depth %d." % (lead, what, depth), calls, answers)
+    made: List[str] = []
+    for position, (call, (item, total, _)) in enumerate(zip(calls, group)):
+        lead = "I have every recipe I need, so I'll craft from the bottom up. " if number == position == 0 else ""
+        made += transcript.turn("%sCrafting %d %s (depth %d)." % (lead, total, item, depth), [call], None if answers is None else answers[position : position + 1])
+    return made
+
+
+def _play_layouts(row: Mapping[str, Any], world: game.World, layouts: Sequence[bool]) -> List[_Transcript]:
+    """One conversation per layout (``True``: parallel), all from a single play on a fresh episode.
+
+    The layouts make the same tool calls in the same order (the sequential one only gives each craft its
+    own turn), so the engine answers them alike: the first layout plays every call and the others take its
+    answers.  That one play is the verification of every layout: each answer is checked as it comes and
+    the episode must score 1.0 (:meth:`_Transcript.verdict`).
+    """
     task = records.engine_task(row)
-    transcript = _Transcript(row["name"], game.Game.for_task(world, task), row["goal"])
-    transcript.turn("First I'll check what I have in my inventory.", [("view_inventory", {})])
+    lead = _Transcript(row["name"], game.Game.for_task(world, task), row["goal"])
+    transcripts = [lead] + [_Transcript(row["name"], lead.game, row["goal"], lead.arguments_json) for _ in layouts[1:]]
+    both = _Layouts(transcripts)
+    both.turn("First I'll check what I have in my inventory.", [("view_inventory", {})])
     targets = task["target_items"]
-    printed = look_up_recipes(transcript, list(targets), (step["item"] for step in row["gold_trajectory"]))
+    printed = look_up_recipes(both, list(targets), (step["item"] for step in row["gold_trajectory"]))  # type: ignore[arg-type]
     for number, group in enumerate(plan_crafts(row, printed)):
         depth = printed[group[0][0]]["crafting_depth"]
         calls = [("craft", {"ingredients": ingredients, "target": [item, total]}) for item, total, ingredients in group]
-        if parallel:
-            lead = "I have every recipe I need, so I'll craft from the bottom up. " if number == 0 else ""
-            what = "the %d items" % len(group) if len(group) > 1 else "the item"
-            transcript.turn("%sCrafting %s of depth %d." % (lead, what, depth), calls)
-        else:
-            for position, (call, (item, total, _)) in enumerate(zip(calls, group)):
-                lead = "I have every recipe I need, so I'll craft from the bottom up. " if number == position == 0 else ""
-                transcript.turn("%sCrafting %d %s (depth %d)." % (lead, total, item, depth), [call])
-    transcript.turn("Every target is in my inventory now, so I'm done.", [("finish", {"message": records.finish_message(targets)})])
-    verify(row, world, transcript.messages)
-    return transcript.messages
+        answers = _craft_turns(lead, layouts[0], number, group, depth, calls)
+        for transcript, parallel in zip(transcripts[1:], layouts[1:]):
+            _craft_turns(transcript, parallel, number, group, depth, calls, answers)
+    both.turn("Every target is in my inventory now, so I'm done.", [("finish", {"message": records.finish_message(targets)})])
+    lead.verdict()
+    return transcripts
 
 
 def tool_calls_of(messages: Iterable[Mapping[str, Any]]) -> List[Dict[str, Any]]:
@@ -189,14 +289,19 @@ def num_characters(messages: Iterable[Mapping[str, Any]]) -> int:
 
 def sft_row(row: Mapping[str, Any], world: game.World, parallel: bool = True) -> Row:
     """The sft row of a task row, messages and tools as Python objects (see :func:`encode_row`)."""
-    messages = conversation(row, world, parallel=parallel)
+    return _row(row, _play(row, world, parallel), encoded=False)
+
+
+def _row(row: Mapping[str, Any], transcript: _Transcript, encoded: bool) -> Row:
+    """The sft row of a played transcript; ``encoded``: messages and tools as JSON text (:func:`encode_row`)."""
+    messages = transcript.messages
     return dict(
         {column: row[column] for column in SFT_TASK_COLUMNS},
-        messages=messages,
-        tools=prompts.tool_schemas(),
+        messages=transcript.encoded if encoded else messages,
+        tools=tools_json() if encoded else prompts.tool_schemas(),
         num_turns=sum(message["role"] == "assistant" for message in messages),
-        num_tool_calls=sum(message["role"] == "tool" for message in messages),
-        num_characters=num_characters(messages),
+        num_tool_calls=transcript.calls,
+        num_characters=transcript.characters,
     )
 
 
@@ -210,10 +315,16 @@ def encode_row(row: Mapping[str, Any]) -> Row:
 
 def build_rows(task_rows: Sequence[Mapping[str, Any]], world: game.World, parallel: bool = True, progress: bool = False) -> List[Row]:
     """Encoded sft rows for ``task_rows``, in their order."""
-    rows = []
+    return build_layouts(task_rows, world, (parallel,), progress)[0]
+
+
+def build_layouts(task_rows: Sequence[Mapping[str, Any]], world: game.World, layouts: Sequence[bool] = (True, False), progress: bool = False) -> List[List[Row]]:
+    """Encoded sft rows for ``task_rows`` in each layout (``True``: parallel), every task played once."""
+    built: List[List[Row]] = [[] for _ in layouts]
     for row in tqdm(task_rows, desc="rendering sft conversations", unit="task", disable=not progress or None):
-        rows.append(encode_row(sft_row(row, world, parallel=parallel)))
-    return rows
+        for rows, transcript in zip(built, _play_layouts(row, world, layouts)):
+            rows.append(_row(row, transcript, encoded=True))
+    return built
 
 
 # The last records' rows per (split, parallel): the sft config and its per-difficulty configs share one rendering.
@@ -231,6 +342,9 @@ def sft_rows(data: Records, split: str, parallel: bool = True, progress: bool = 
         _cache["records"], _cache["rows"] = data, {}
     key = (split, parallel)
     rows = _cache["rows"].get(key)
-    if rows is None:
-        rows = _cache["rows"][key] = build_rows(data.tasks[split], data.world, parallel=parallel, progress=progress)
+    if rows is None:  # both layouts at once: one play each task serves the sft and sft-sequential configs
+        layouts = (parallel, not parallel)
+        for layout, built in zip(layouts, build_layouts(data.tasks[split], data.world, layouts, progress=progress)):
+            _cache["rows"][(split, layout)] = built
+        rows = _cache["rows"][key]
     return rows

@@ -22,15 +22,15 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 from . import game, records
 from .errors import UserError
+
+if TYPE_CHECKING:  # pyarrow (with numpy, ~0.3 s) is imported by the functions that read or write Parquet
+    import pyarrow as pa
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = REPO_ROOT / "data"
@@ -56,6 +56,8 @@ def parquet_path(data_dir: Path, config: str, split: str) -> Path:
 
 def _storage_type(data_type: pa.DataType) -> pa.DataType:
     """``data_type`` with every extension type (``datasets.Json``: JSON text) replaced by its storage type."""
+    import pyarrow as pa
+
     if isinstance(data_type, pa.BaseExtensionType):
         return data_type.storage_type
     if pa.types.is_list(data_type):
@@ -70,6 +72,9 @@ def parquet_bytes(rows: List[Mapping[str, Any]], features: Any) -> bytes:
 
     A ``datasets.Json`` value is given as its JSON text (Arrow builds no extension type from Python objects).
     """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     schema = features.arrow_schema
     storage = pa.schema([field.with_type(_storage_type(field.type)) for field in schema], metadata=schema.metadata)
     table = pa.Table.from_pylist(list(rows), schema=storage).cast(schema)
@@ -84,6 +89,8 @@ def _python_values(array: pa.Array) -> List[Any]:
     pyarrow builds nested rows value by value, slowly (1.4 s for the train gold trajectories); converting
     each leaf column in one call and regrouping by offsets gives the same objects several times faster.
     """
+    import pyarrow as pa
+
     if array.null_count or not (pa.types.is_list(array.type) or pa.types.is_struct(array.type)):
         return array.to_pylist()
     if pa.types.is_struct(array.type):
@@ -104,21 +111,72 @@ def table_rows(table: pa.Table) -> List[Dict[str, Any]]:
 
 
 def read_parquet_rows(path: Path) -> List[Dict[str, Any]]:
+    return table_rows(read_parquet_table(path))
+
+
+def read_parquet_table(path: Path, columns: Optional[Sequence[str]] = None) -> "pa.Table":
+    """The Arrow table of a Parquet file (only ``columns``, when given); :class:`DataError` if it does not read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
-        return table_rows(pq.read_table(path))
+        # ParquetFile, not pq.read_table: the latter imports pyarrow.dataset and pandas (~0.6 s) on first use.
+        with pq.ParquetFile(path) as parquet:
+            return parquet.read(columns=list(columns) if columns is not None else None)
     except FileNotFoundError:
         raise DataError("%s is missing: run `python -m textcraft_synth build-data --source DIR`" % path)
     except (OSError, pa.ArrowException) as error:
         raise DataError("%s does not read as Parquet: %s" % (path, error))
 
 
+class TaskRows(Mapping[str, List[Dict[str, Any]]]):
+    """Each split's task rows as Python dicts, converted from the split's Arrow table on first use.
+
+    Turning every row into Python objects is most of the cost of reading the records (the gold
+    trajectories above all), so a command pays for it only when it reads rows; one that looks a task up
+    by name or reads a few columns (:meth:`Records.column_rows`) works on the tables instead.
+    """
+
+    def __init__(self, tables: Mapping[str, "pa.Table"]) -> None:
+        self.tables = dict(tables)
+        self._rows: Dict[str, List[Dict[str, Any]]] = {}
+
+    def __getitem__(self, split: str) -> List[Dict[str, Any]]:
+        rows = self._rows.get(split)
+        if rows is None:
+            rows = self._rows[split] = table_rows(self.tables[split])
+        return rows
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tables)
+
+    def __len__(self) -> int:
+        return len(self.tables)
+
+    def __repr__(self) -> str:
+        return "TaskRows(%s)" % ", ".join("%s: %d rows" % (split, table.num_rows) for split, table in self.tables.items())
+
+
 @dataclass(frozen=True)
 class Records:
-    """The records every product is built from: task rows per split and the world's ``recipes.json``."""
+    """The records every product is built from: task rows per split and the world's ``recipes.json``.
 
-    tasks: Dict[str, List[Dict[str, Any]]]
+    Read from Parquet (:func:`load_records`), ``tasks`` is a :class:`TaskRows` and ``tables`` holds the
+    Arrow tables it converts from; records made in memory (the source files, a generated world) have
+    plain lists and no tables.
+    """
+
+    tasks: Mapping[str, List[Dict[str, Any]]]
     recipes_bytes: bytes
     license_bytes: bytes
+    tables: Optional[Mapping[str, "pa.Table"]] = field(default=None, compare=False, repr=False)
+
+    def column_rows(self, split: str, columns: Sequence[str]) -> List[Dict[str, Any]]:
+        """The rows of ``split`` with only ``columns``, in order (from the Arrow table when there is one,
+        so the other columns are never converted)."""
+        if self.tables is not None and not (isinstance(self.tasks, TaskRows) and split in self.tasks._rows):
+            return table_rows(self.tables[split].select(list(columns)))
+        return [{column: row[column] for column in columns} for row in self.tasks[split]]
 
     @functools.cached_property
     def world_document(self) -> Dict[str, Any]:
@@ -147,13 +205,14 @@ class Records:
 def load_records(data_dir: Path = DEFAULT_DATA_DIR, splits: Iterable[str] = records.SPLITS) -> Records:
     """Read the records from ``data_dir`` (raises :class:`DataError` naming a missing or broken file).
 
-    ``splits`` limits the task rows read, for callers that need one split only (an eval run).
+    ``splits`` limits the task rows read, for callers that need one split only (an eval run).  The files
+    are read as Arrow tables; each split becomes Python rows when a caller first reads ``tasks[split]``.
     """
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise DataError("%s is not a directory (expected a dataset's data/ folder; build-data makes one)" % data_dir)
-    tasks = {split: read_parquet_rows(parquet_path(data_dir, records.TASKS_CONFIG, split)) for split in splits}
-    return Records(tasks, _read(data_dir / records.RECIPES_FILE), _read(data_dir / records.LICENSE_FILE))
+    tables = {split: read_parquet_table(parquet_path(data_dir, records.TASKS_CONFIG, split)) for split in splits}
+    return Records(TaskRows(tables), _read(data_dir / records.RECIPES_FILE), _read(data_dir / records.LICENSE_FILE), tables)
 
 
 def _read(path: Path) -> bytes:
@@ -262,7 +321,18 @@ def load_world(data_dir: Optional[Path] = None) -> game.World:
 
 
 def find_row(data: Records, wanted: str) -> Dict[str, Any]:
-    """A task row by name (``textcraft-synth-val-easy-00003``), ``env_task_id`` (``val:3``) or ``source_task_id``."""
+    """A task row by name (``textcraft-synth-val-easy-00003``), ``env_task_id`` (``val:3``) or ``source_task_id``.
+
+    With Arrow tables at hand only the three name columns are searched and only the row found is converted.
+    """
+    if data.tables is not None:
+        for split, table in data.tables.items():
+            # Plain Python over three string columns: a pyarrow.compute comparison would convert ``wanted``
+            # to an Arrow scalar, which imports pandas (half a second).
+            names = zip(*(table.column(column).to_pylist() for column in ("name", "env_task_id", "source_task_id")))
+            position = next((number for number, ids in enumerate(names) if wanted in ids), None)
+            if position is not None:
+                return table_rows(table.slice(position, 1))[0]
     for rows in data.tasks.values():
         for row in rows:
             if wanted in (row["name"], row["env_task_id"], row["source_task_id"]):

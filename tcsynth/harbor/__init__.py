@@ -17,7 +17,8 @@ and the verifier.  The modules, each with one job, in the order data flows throu
 - :mod:`.files`: one task's files as pure functions of its row;
 - :mod:`.digest`: Harbor's content hash, by path;
 - :mod:`.index`: ``registry.json``, ``task-index.json``, ``splits.json`` and the card;
-- :mod:`.gold`: every gold solution played before anything is written;
+- :mod:`.columns`: the gold trajectories read column by column, for the ``solve.sh`` lines and the gold check;
+- :mod:`.gold`: every gold solution played before the tree is put in place;
 - :mod:`.writer`: the tree on disk (modes, hard links within one side, all or nothing);
 - :mod:`.export`: the export itself; :mod:`.check`: ``verify-export``.
 """

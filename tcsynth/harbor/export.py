@@ -11,10 +11,11 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from .. import game, store
+from .. import game, records, store
+from .columns import GoldColumns, command_texts, commands_text, gold_failure
 from .digest import FileDigests
-from .files import SharedBytes, task_files
-from .gold import check_gold_in_background
+from .files import SharedBytes, gold_commands, row_gold, task_files
+from .gold import first_failure, in_background
 from .index import card_bytes, index_files
 from .layout import CARD_FILE, LICENSE_FILE, ROOT_INDEX_FILES, ExportError
 from .writer import check_target, write_tree
@@ -33,6 +34,55 @@ def select_tasks(tasks: Mapping[str, Sequence[Mapping[str, Any]]], splits: Optio
     return {split: list(tasks[split][:limit] if limit else tasks[split]) for split in tasks if split in chosen}
 
 
+class Selection:
+    """The rows an export writes and each one's gold solution as ``solve.sh`` needs it.
+
+    From records with Arrow tables the rows are read without their gold trajectories (the costly column
+    to turn into Python), and the gold command lines are built column-wise (:mod:`.columns`); otherwise
+    from the rows themselves.  The bytes are the same either way.
+    """
+
+    def __init__(self, data: store.Records, splits: Optional[Sequence[str]] = None, limit: Optional[int] = None) -> None:
+        self.world = data.world
+        self.columns: Dict[str, Any] = {}
+        if data.tables is None:
+            self.tasks = select_tasks(data.tasks, splits, limit)
+            self.gold = {row["name"]: row_gold(row) for rows in self.tasks.values() for row in rows}
+            return
+
+        chosen = select_tasks({split: range(table.num_rows) for split, table in data.tables.items()}, splits, limit)
+        light = [name for name in records.TASK_COLUMNS if name != "gold_trajectory"]
+        self.tasks, self.gold = {}, {}
+        for split, positions in chosen.items():
+            table = data.tables[split].slice(0, len(positions))
+            rows = store.table_rows(table.select(light))
+            gold = self.columns[split] = GoldColumns(table)
+            texts = command_texts(gold)
+            if texts is None:  # a name the shell must quote: format the lines row by row
+                texts = ["\n".join(gold_commands(row)[:-1]) for row in data.tasks[split][: len(positions)]]
+            for number, row in enumerate(rows):
+                self.gold[row["name"]] = (gold.crafts(number), commands_text(texts[number], row))
+            self.tasks[split] = rows
+
+    @property
+    def rows(self) -> List[Mapping[str, Any]]:
+        return [row for rows in self.tasks.values() for row in rows]
+
+    @property
+    def crafts(self) -> Dict[str, int]:
+        return {name: gold[0] for name, gold in self.gold.items()}
+
+    def gold_failure(self) -> Optional[str]:
+        """The first gold solution that fails in the engine, as a message, or None."""
+        if not self.columns:
+            return first_failure(self.world, self.rows)
+        for split, gold in self.columns.items():
+            problem = gold_failure(self.world, self.tasks[split], gold)
+            if problem:
+                return problem
+        return None
+
+
 def task_digests(data: store.Records, tasks: Rows, shared: Optional[SharedBytes] = None) -> Dict[str, str]:
     """Each exported task's content hash, by name."""
     shared = shared or SharedBytes(data.recipes_bytes, data.world_name)
@@ -42,8 +92,11 @@ def task_digests(data: store.Records, tasks: Rows, shared: Optional[SharedBytes]
 
 def root_index_files(data: store.Records, splits: Optional[Sequence[str]] = None, limit: Optional[int] = None) -> Dict[str, bytes]:
     """``registry.json``, ``task-index.json`` and ``splits.json`` of an export, without writing a task."""
-    tasks = select_tasks(data.tasks, splits, limit)
-    return index_files(tasks, task_digests(data, tasks), data.world_name)
+    selection = Selection(data, splits, limit)
+    shared = SharedBytes(data.recipes_bytes, data.world_name)
+    digests = FileDigests()
+    names = {row["name"]: digests.task_digest(task_files(row, shared, selection.gold[row["name"]])) for row in selection.rows}
+    return index_files(selection.tasks, names, data.world_name, selection.crafts)
 
 
 def export_harbor(
@@ -57,26 +110,36 @@ def export_harbor(
 ) -> Rows:
     """Write the Harbor export of ``data`` to ``out``; returns the exported rows per split.
 
-    Every gold solution is played (in a second process while the files are built in memory) before
-    anything is written; on any error nothing changes at ``out``.
+    Every gold solution is played (in a second process while the files are built and staged beside
+    ``out``) before the staged tree replaces ``out``; on any error nothing changes at ``out``.
     """
     out = check_target(out, force)
-    tasks = select_tasks(data.tasks, splits, limit)
-    rows = [row for split_rows in tasks.values() for row in split_rows]
-    wait_for_gold = check_gold_in_background(data.world, rows)
+    selection = Selection(data, splits, limit)
+    tasks = selection.tasks
+    rows = selection.rows
+    wait_for_gold = in_background(selection.gold_failure) if len(rows) >= 256 else (lambda problem: lambda: problem)(selection.gold_failure())
     shared = SharedBytes(data.recipes_bytes, data.world_name)
     digests = FileDigests()
     built = []
     names: Dict[str, str] = {}
     for row in rows:
-        files = task_files(row, shared)
+        files = task_files(row, shared, selection.gold[row["name"]])
         names[row["name"]] = digests.task_digest(files)
         built.append((row["name"], files))
-    wait_for_gold()  # raises ExportError before anything is written
-    root = dict(index_files(tasks, names, data.world_name))
+    root = dict(index_files(tasks, names, data.world_name, selection.crafts))
     root[CARD_FILE] = card_bytes(tasks, data.world_name, repo_id)
     root[LICENSE_FILE] = data.license_bytes
-    write_tree(out, built, root, progress=progress, total=len(built))
+
+    def gold_must_win() -> None:
+        problem = wait_for_gold()
+        if problem:
+            raise ExportError(problem)  # the staged tree is removed; nothing changes at out
+
+    try:
+        write_tree(out, built, root, progress=progress, total=len(built), before_swap=gold_must_win)
+    except BaseException:
+        wait_for_gold()  # never leave the checking process behind
+        raise
     return tasks
 
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+# A task's gold solution as solve.sh needs it: (number of crafts, the command lines joined by newlines).
+Gold = Tuple[int, str]
 
 from .. import game, records
 from .layout import (
@@ -30,15 +33,17 @@ from .layout import (
 )
 
 
-def agent_timeout_sec(row: Mapping[str, Any]) -> int:
-    """600 s plus 10 s per gold craft, rounded up to a whole minute."""
-    seconds = AGENT_BASE_SEC + AGENT_SEC_PER_CRAFT * len(row["gold_trajectory"])
+def agent_timeout_sec(row: Mapping[str, Any], crafts: Optional[int] = None) -> int:
+    """600 s plus 10 s per gold craft, rounded up to a whole minute (``crafts``: the row's gold crafts,
+    for a row read without its gold trajectory)."""
+    seconds = AGENT_BASE_SEC + AGENT_SEC_PER_CRAFT * (len(row["gold_trajectory"]) if crafts is None else crafts)
     return int(math.ceil(seconds / 60.0)) * 60
 
 
 def toml_string(text: str) -> str:
-    """A TOML basic string (JSON's escapes are valid TOML, ``ensure_ascii`` keeps it 7-bit)."""
-    return json.dumps(text)
+    """A TOML basic string (JSON's escapes are valid TOML, ``ensure_ascii`` keeps it 7-bit): ``json.dumps(text)``,
+    through the string encoder it uses."""
+    return json.encoder.encode_basestring_ascii(text)
 
 
 _QUOTED: Dict[str, str] = {}  # item name -> the name quoted for the shell (names repeat across tasks)
@@ -66,19 +71,31 @@ def gold_commands(row: Mapping[str, Any]) -> List[str]:
 
 def task_json_bytes(row: Mapping[str, Any], world: str, recipes_sha256: str) -> bytes:
     """``task.json`` exactly as SPEC §3 gives it (``indent=1``, ASCII, a final newline)."""
-    document = {
-        "format": game.TASK_FORMAT,
-        "name": row["name"],
-        "world": world,
-        "goal": row["goal"],
-        "target_items": records.list_to_counts(row["target_items"]),
-        "initial_inventory": records.list_to_counts(row["initial_inventory"]),
-        "recipes_sha256": recipes_sha256,
-    }
-    return (json.dumps(document, indent=1, ensure_ascii=True) + "\n").encode("ascii")
+    text = '{\n "format": %s,\n "name": %s,\n "world": %s,\n "goal": %s,\n "target_items": %s,\n "initial_inventory": %s,\n "recipes_sha256": %s\n}\n' % (
+        _string(game.TASK_FORMAT),
+        _string(row["name"]),
+        _string(world),
+        _string(row["goal"]),
+        _counts_json(row["target_items"]),
+        _counts_json(row["initial_inventory"]),
+        _string(recipes_sha256),
+    )
+    return text.encode("ascii")
 
 
-def task_toml_bytes(row: Mapping[str, Any], world: str) -> bytes:
+# json.dumps(indent=...) runs the pure-Python encoder; task.json is simple enough to write directly, as the
+# same text (strings through the encoder json.dumps uses for them, ASCII; ints as repr; two-space nesting).
+_string = json.encoder.encode_basestring_ascii
+
+
+def _counts_json(entries: Any) -> str:
+    """``json.dumps({item: count}, indent=1)`` nested one level deep (as a value of task.json)."""
+    if not entries:
+        return "{}"
+    return "{\n" + ",\n".join("  %s: %d" % (_string(entry["item"]), entry["count"]) for entry in entries) + "\n }"
+
+
+def task_toml_bytes(row: Mapping[str, Any], world: str, crafts: Optional[int] = None) -> bytes:
     """``task.toml``: Harbor schema 1.4, the episode log as an artifact, the metadata and the limits."""
     metadata = [
         ("environment", toml_string(records.environment_id(world))),
@@ -112,7 +129,7 @@ def task_toml_bytes(row: Mapping[str, Any], world: str) -> bytes:
         "timeout_sec = %.1f" % VERIFIER_TIMEOUT_SEC,
         "",
         "[agent]",
-        "timeout_sec = %.1f" % agent_timeout_sec(row),
+        "timeout_sec = %.1f" % agent_timeout_sec(row, crafts),
         "",
         "[environment]",
         'network_mode = "no-network"',
@@ -145,8 +162,14 @@ def test_sh_bytes() -> bytes:
     return render("test.sh", values).encode("ascii")
 
 
-def solve_sh_bytes(row: Mapping[str, Any]) -> bytes:
-    values = dict(_NAMES, task_name=row["name"], crafts=len(row["gold_trajectory"]), commands="\n".join(gold_commands(row)))
+def row_gold(row: Mapping[str, Any]) -> Gold:
+    """``(crafts, command lines)`` of a row with its gold trajectory."""
+    return len(row["gold_trajectory"]), "\n".join(gold_commands(row))
+
+
+def solve_sh_bytes(row: Mapping[str, Any], gold: Optional[Gold] = None) -> bytes:
+    crafts, commands = row_gold(row) if gold is None else gold
+    values = dict(_NAMES, task_name=row["name"], crafts=crafts, commands=commands)
     return render("solve.sh", values).encode("utf-8")
 
 
@@ -166,13 +189,16 @@ class SharedBytes:
         self.world = world
 
 
-def task_files(row: Mapping[str, Any], shared: SharedBytes) -> List[TaskFile]:
-    """Every file of one task directory, sorted by path."""
+def task_files(row: Mapping[str, Any], shared: SharedBytes, gold: Optional[Gold] = None) -> List[TaskFile]:
+    """Every file of one task directory, sorted by path (``gold``: see :func:`row_gold`, for a row read
+    without its gold trajectory)."""
+    if gold is None:
+        gold = row_gold(row)
     task_json = task_json_bytes(row, shared.world, shared.recipes_sha256)
     task_json_sha = records.sha256_hex(task_json)
     files = [
         TaskFile("instruction.md", instruction_bytes(row)),
-        TaskFile("task.toml", task_toml_bytes(row, shared.world)),
+        TaskFile("task.toml", task_toml_bytes(row, shared.world, gold[0])),
         TaskFile("environment/Dockerfile", dockerfile_bytes(row, "environment", task_json_sha)),
         TaskFile("environment/" + GAME_FILE, shared.game, shared=True),
         TaskFile("environment/" + RECIPES_FILE, shared.recipes, shared=True),
@@ -182,6 +208,6 @@ def task_files(row: Mapping[str, Any], shared: SharedBytes) -> List[TaskFile]:
         TaskFile("tests/" + GAME_FILE, shared.game, shared=True),
         TaskFile("tests/" + RECIPES_FILE, shared.recipes, shared=True),
         TaskFile("tests/" + TASK_FILE, task_json),
-        TaskFile("solution/solve.sh", solve_sh_bytes(row), SCRIPT_MODE),
+        TaskFile("solution/solve.sh", solve_sh_bytes(row, gold), SCRIPT_MODE),
     ]
     return sorted(files, key=lambda item: item.path)

@@ -6,7 +6,7 @@ Played in a forked process on the second core while the files are rendered, so i
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Sequence
 
 from .. import game, records
 from .layout import ExportError
@@ -33,42 +33,61 @@ def first_failure(world: game.World, rows: Iterable[Mapping[str, Any]]) -> Optio
     return None
 
 
-def _worker(world: game.World, rows: Sequence[Mapping[str, Any]], connection: Any) -> None:
-    connection.send(first_failure(world, rows))
-    connection.close()
+def _worker(function: Callable[..., Any], args: Sequence[Any], connection: Any) -> None:
+    try:
+        connection.send(function(*args))
+    finally:
+        connection.close()
+
+
+def in_background(function: Callable[..., Optional[str]], *args: Any) -> Callable[[], Optional[str]]:
+    """Start ``function(*args)``; return a function that waits for it and returns its result (a message or None).
+
+    Where ``fork`` exists and there is a second core, a forked process runs it (the arguments are shared
+    copy-on-write, nothing is pickled but the result); elsewhere it runs right away.  Fork before starting
+    threads.
+    """
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods() or (os.cpu_count() or 1) < 2:
+        result = function(*args)
+        return lambda: result
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_worker, args=(function, args, sender), daemon=True)
+    process.start()
+    sender.close()
+
+    outcome: List[Optional[str]] = []
+
+    def wait() -> Optional[str]:
+        if not outcome:  # the first call waits; later calls give the same answer
+            try:
+                outcome.append(receiver.recv())
+            except EOFError:
+                outcome.append("the process checking the gold solutions died (exit code %s)" % process.exitcode)
+            finally:
+                receiver.close()
+                process.join()
+        return outcome[0]
+
+    return wait
 
 
 def check_gold_in_background(world: game.World, rows: Sequence[Mapping[str, Any]]) -> Callable[[], None]:
     """Start playing every gold solution; return a function that waits and raises :class:`ExportError`.
 
-    Where ``fork`` exists and there is a second core, a forked process plays them (the rows are shared
-    copy-on-write, nothing is pickled); elsewhere they are played right away.
+    Played in a forked process (see :func:`in_background`) when there are enough rows to pay for it.
     """
-    import multiprocessing
-
-    if "fork" not in multiprocessing.get_all_start_methods() or (os.cpu_count() or 1) < 2 or len(rows) < 256:
+    if len(rows) < 256:
         problem = first_failure(world, rows)
+        waiting = lambda: problem  # noqa: E731
+    else:
+        waiting = in_background(first_failure, world, rows)
 
-        def done() -> None:
-            if problem:
-                raise ExportError(problem)
-
-        return done
-    context = multiprocessing.get_context("fork")
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_worker, args=(world, rows, sender), daemon=True)
-    process.start()
-    sender.close()
-
-    def wait() -> None:
-        try:
-            problem = receiver.recv()
-        except EOFError:
-            problem = "the process playing the gold solutions died (exit code %s)" % process.exitcode
-        finally:
-            receiver.close()
-            process.join()
+    def done() -> None:
+        problem = waiting()
         if problem:
             raise ExportError(problem)
 
-    return wait
+    return done

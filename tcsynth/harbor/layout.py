@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Dict, List, Mapping
 
 from .. import game, templating
 from ..errors import UserError
@@ -67,6 +67,22 @@ class TaskFile:
     shared: bool = False
 
 
+_PIECES: Dict[str, List[str]] = {}
+
+
 def render(name: str, values: Mapping[str, object]) -> str:
-    """The Harbor template ``templates/<name>`` rendered with ``values`` (see :mod:`tcsynth.templating`)."""
-    return templating.render(TEMPLATES / name, values)
+    """The Harbor template ``templates/<name>`` rendered with ``values`` (see :mod:`tcsynth.templating`).
+
+    The same text as :func:`tcsynth.templating.render`; the template is split into text and placeholder
+    names once, since an export renders four templates per task.
+    """
+    pieces = _PIECES.get(name)
+    if pieces is None:
+        pieces = _PIECES[name] = templating._PLACEHOLDER.split(templating.template_text(TEMPLATES / name))
+    out = pieces[:]
+    for position in range(1, len(out), 2):
+        key = out[position]
+        if key not in values:
+            raise KeyError("template %s needs {{%s}}" % (name, key))
+        out[position] = str(values[key])
+    return "".join(out)

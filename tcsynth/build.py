@@ -53,7 +53,10 @@ def read_source(source_dir: Path) -> Records:
             )
     tasks = {}
     for split, filename in records.SOURCE_FILES.items():
-        lines = records.parse_source_file(blobs[filename], str(source_dir / filename))
+        try:
+            lines = records.parse_source_file(blobs[filename], str(source_dir / filename))
+        except records.SourceError as error:  # one kind of error for every bad input of build-data
+            raise BuildError(str(error))
         tasks[split] = records.rows_from_source_lines(split, lines)
     return Records(tasks, blobs[records.RECIPES_FILE], blobs[records.LICENSE_FILE])
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from tcsynth import build, game, records, store
+from tcsynth import game, records, store
 from tcsynth.configs import CONFIGS, DEFAULT_CONFIG
 from tcsynth.env import NO_LIMIT, TextCraftEnv
 from tcsynth.game import Game, Verdict, World, parse_tool_call, replay
@@ -135,6 +135,8 @@ def _define_builder() -> None:
         def _generate_examples(self, split: str):
             spec = CONFIGS[self.config.name]
             data = store.load_records(store.resolve_data_dir(Path(self.config.records_dir) if self.config.records_dir else None))
+            from tcsynth import build  # the builder's rows are the build's (loaded with the builder, not the CLI)
+
             rows = build.config_rows(spec, data, split)
             world = data.world if spec.holds_tasks and self.config.verify else None
             for number, row in enumerate(rows):

@@ -52,8 +52,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from . import agents, configs, game, recursive_env, store
-from .agents import AgentError, make_agent
+from .agents import make_agent
 from .env import TextCraftEnv, validate_max_steps
+from .episode import play
 from .errors import UserError
 # The summary lives in tcsynth.scoring; its names stay importable from here.
 from .scoring import (  # noqa: F401
@@ -175,21 +176,9 @@ def run_episode(
         env = recursive_env.tree_env(row, world, agent, protocol.max_steps, seed)
     else:
         env = TextCraftEnv(row, world, max_steps=protocol.max_steps)
-    observation, info = env.reset()
-    agent.reset(observation, info, rng=random.Random(seed), row=row if agent.privileged else None)
-    turns: List[Dict[str, Any]] = []
-    notes_all: List[str] = []
-    observations: List[Dict[str, Any]] = []
-    reward, terminated, truncated, aborted = 0.0, False, False, None
-    while not (terminated or truncated):
-        try:
-            turn = agent.act(observations)
-        except AgentError as error:
-            aborted = str(error)
-            break
-        observations, reward, terminated, truncated, info = env.step(turn.action)
-        turns.append({"action": turn.action, "observations": [m["content"] for m in observations], "notes": list(turn.notes)})
-        notes_all.extend("turn %d: %s" % (len(turns), note) for note in turn.notes)
+    outcome = play(env, agent, random.Random(seed), row=row if agent.privileged else None, record_turns=record_turns)
+    reward, terminated, truncated, aborted = outcome["reward"], outcome["terminated"], outcome["truncated"], outcome["aborted"]
+    turns, notes_all = outcome["turns"], outcome["notes"]
     info = env.info()
     usage = agent.usage() if hasattr(agent, "usage") else None
     record = {

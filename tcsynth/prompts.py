@@ -8,7 +8,8 @@ its chat agents.  Argument names are the environment's (``ingredients``, ``targe
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List
+import json
+from typing import Any, Dict, Iterable, List, Mapping
 
 SYSTEM_PROMPT = """\
 You are playing TextCraft, a crafting game. You start with an inventory of materials and must craft the \
@@ -105,3 +106,14 @@ TOOLS: List[Dict[str, Any]] = [
 def tool_schemas() -> List[Dict[str, Any]]:
     """A fresh copy of :data:`TOOLS` (callers may mutate theirs)."""
     return copy.deepcopy(TOOLS)
+
+
+def num_characters(messages: Iterable[Mapping[str, Any]]) -> int:
+    """The characters of a conversation: every message's content plus every tool call's name and JSON
+    arguments (the ``num_characters`` column of the sft configs)."""
+    total = 0
+    for message in messages:
+        total += len(message["content"])
+        for call in message.get("tool_calls", ()):
+            total += len(call["function"]["name"]) + len(json.dumps(call["function"]["arguments"]))
+    return total

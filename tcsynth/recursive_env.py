@@ -28,7 +28,7 @@ import random
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from . import game, recursive, records
-from .agents import AgentError, PlannerAgent
+from .agents import PlannerAgent
 from .env import TextCraftEnv
 
 ChildRecord = Dict[str, Any]
@@ -145,26 +145,7 @@ def child_row(name: str, child: recursive.Agent) -> Dict[str, Any]:
 
 # --------------------------------------------------------------------------------------------------- runner
 
-
-def play(env: TextCraftEnv, agent, rng: random.Random, row: Optional[Mapping[str, Any]] = None, record_turns: bool = False) -> Dict[str, Any]:
-    """Play one agent's episode on ``env`` to its end; the loop of :func:`tcsynth.evaluate.run_episode`."""
-    observation, info = env.reset()
-    agent.reset(observation, info, rng=rng, row=row)
-    observations: List[Dict[str, Any]] = []
-    turns: List[Dict[str, Any]] = []
-    notes: List[str] = []
-    reward, terminated, truncated, aborted = 0.0, False, False, None
-    while not (terminated or truncated):
-        try:
-            turn = agent.act(observations)
-        except AgentError as error:
-            aborted = str(error)
-            break
-        observations, reward, terminated, truncated, info = env.step(turn.action)
-        if record_turns:
-            turns.append({"action": turn.action, "observations": [m["content"] for m in observations], "notes": list(turn.notes)})
-        notes.extend("turn %d: %s" % (env.steps, note) for note in turn.notes)
-    return {"reward": reward, "terminated": terminated, "truncated": truncated, "aborted": aborted, "notes": notes, "turns": turns}
+from .episode import play  # noqa: E402  (the one loop that plays an agent on an environment)
 
 
 def child_record(env: RecursiveTextCraftEnv, outcome: Mapping[str, Any]) -> ChildRecord:

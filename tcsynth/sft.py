@@ -277,14 +277,7 @@ def verify(row: Mapping[str, Any], world: game.World, messages: Sequence[Mapping
 # ----------------------------------------------------------------------------------------------- sft rows
 
 
-def num_characters(messages: Iterable[Mapping[str, Any]]) -> int:
-    """The characters of every message's content plus every tool call's name and JSON arguments."""
-    total = 0
-    for message in messages:
-        total += len(message["content"])
-        for call in message.get("tool_calls", ()):
-            total += len(call["function"]["name"]) + len(json.dumps(call["function"]["arguments"]))
-    return total
+num_characters = prompts.num_characters  # the size column's definition, shared with sft-recursive
 
 
 def sft_row(row: Mapping[str, Any], world: game.World, parallel: bool = True) -> Row:

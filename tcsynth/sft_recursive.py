@@ -36,7 +36,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from tqdm.auto import tqdm
 
-from . import game, records, recursive
+from . import game, prompts, records, recursive
 from .errors import UserError
 from .store import Records
 
@@ -201,15 +201,6 @@ def verify(row: Mapping[str, Any], world: game.World, conversations: Mapping[str
     return verdicts
 
 
-def _size(messages: Sequence[Mapping[str, Any]]) -> int:
-    total = 0
-    for message in messages:
-        total += len(message["content"])
-        for call in message.get("tool_calls", ()):
-            total += len(call["function"]["name"]) + len(json.dumps(call["function"]["arguments"]))
-    return total
-
-
 def task_rows(row: Mapping[str, Any], world: game.World) -> List[Row]:
     """The rows of one task (messages and tools as Python objects)."""
     rows = []
@@ -229,7 +220,7 @@ def task_rows(row: Mapping[str, Any], world: game.World) -> List[Row]:
                 "tools": recursive.tool_schemas(node.can_delegate),
                 "num_turns": sum(message["role"] == "assistant" for message in messages),
                 "num_tool_calls": sum(message["role"] == "tool" for message in messages),
-                "num_characters": _size(messages),
+                "num_characters": prompts.num_characters(messages),
             }
         )
     return rows

@@ -23,6 +23,7 @@ LAYERS = (
     ("records", "prompts"),  # the row schema and its facts; what an agent is told
     ("store", "configs", "toolcalls", "recursive"),  # where records live; the configs as data; reading calls; the recursive rules
     ("sft", "harbor", "env", "rewards", "agents", "generate", "sft_recursive"),  # products, which never import each other
+    ("episode",),  # the loop that plays an agent on an environment, for every runner
     ("recursive_env",),  # the chat environment of a recursive tree and its runner: env and agents together
     ("scoring",),  # an eval run's summary and score
     ("build", "evaluate", "publish"),  # jobs that combine products

@@ -74,3 +74,12 @@ def test_every_harbor_card_task_name_exists(data):
 def test_the_readme_configs_block_is_the_one_the_code_writes(repo):
     # Generated worlds' cards get their `configs:` block from the same function.
     assert configs.card_configs_yaml() in (repo / "README.md").read_text()
+
+
+def test_the_readme_holds_the_measured_chat_template_matrix(repo):
+    # docs/chat-template-matrix.md is kept equal to the measurement by tests/test_chat_templates.py.
+    measured = (repo / "docs" / "chat-template-matrix.md").read_text()
+    text = (repo / "README.md").read_text()
+    block = re.search(r"<!-- chat-template-matrix:[^>]*-->\n(.*?)\n<!-- /chat-template-matrix -->", text, re.S)
+    assert block, "README.md lost its chat-template matrix"
+    assert block.group(1).strip() == measured[measured.index("| family |"):].strip()

@@ -12,7 +12,7 @@ staging directory that replaces ``data/`` only when complete, so a failed build 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from tqdm.auto import tqdm
 
@@ -125,7 +125,7 @@ def records_failure(data: Records) -> Optional[str]:
     return gold_failure(data.world, data.tasks)
 
 
-def verified_products(data: Records) -> Dict[str, bytes]:
+def verified_products(data: Records, names: Optional[Sequence[str]] = None) -> Dict[str, bytes]:
     """Every file of ``data/`` (:func:`product_files`), made only from records that pass :func:`verify_records`.
 
     The records are checked (:func:`records_failure`) in a second process
@@ -140,7 +140,7 @@ def verified_products(data: Records) -> Dict[str, bytes]:
     data.world, data.world_name  # and a world that does not read fails here, in this process
     wait_for_gold = in_background(records_failure, data)
     try:
-        files = product_files(data)
+        files = product_files(data, names)
     except BaseException:
         problem = wait_for_gold()
         if problem:
@@ -228,8 +228,18 @@ def version_mismatches() -> List[str]:
     return found
 
 
-def product_files(data: Records) -> Dict[str, bytes]:
-    """Every file of ``data/`` ({relative path: bytes}), derived from the records.
+def config_names(data_dir: Optional[Path] = None, optional: bool = False) -> List[str]:
+    """The configs a data directory gets: every required one, and each optional one that ``data_dir``
+    already holds (or all of them with ``optional``)."""
+    return [
+        name for name, spec in configs.CONFIGS.items()
+        if not spec.optional or optional or (data_dir is not None and (Path(data_dir) / name).is_dir())
+    ]
+
+
+def product_files(data: Records, names: Optional[Sequence[str]] = None) -> Dict[str, bytes]:
+    """Every file of ``data/`` ({relative path: bytes}) for the configs ``names`` (default: all), derived
+    from the records.
 
     Parquet encoding and compression run in worker threads (pyarrow releases the GIL) while this thread
     makes the next config's rows: the sft conversations are rendered beside the task files' writing.
@@ -240,6 +250,8 @@ def product_files(data: Records) -> Dict[str, bytes]:
     jobs = {}
     with ThreadPoolExecutor(max_workers=2) as pool:
         for spec in configs.CONFIGS.values():
+            if names is not None and spec.name not in names:
+                continue
             for split in spec.splits:
                 rows = config_rows(spec, data, split)
                 jobs["%s/%s.parquet" % (spec.name, split)] = pool.submit(store.parquet_bytes, rows, configs.features(spec.kind))
@@ -248,9 +260,10 @@ def product_files(data: Records) -> Dict[str, bytes]:
     return files
 
 
-def write_data(data: Records, data_dir: Path, log: Optional[Log] = None, progress: bool = True) -> List[str]:
-    """Verify ``data`` and make ``data_dir`` hold exactly its products; returns the relative paths written."""
-    files = verified_products(data)
+def write_data(data: Records, data_dir: Path, log: Optional[Log] = None, progress: bool = True, names: Optional[Sequence[str]] = None) -> List[str]:
+    """Verify ``data`` and make ``data_dir`` hold exactly its products (the configs ``names``, default all);
+    returns the relative paths written."""
+    files = verified_products(data, names)
     store.replace_directory(Path(data_dir), files)
     if log:
         for relative in sorted(files):
@@ -263,7 +276,7 @@ def write_data(data: Records, data_dir: Path, log: Optional[Log] = None, progres
 DATASET_MARKER = ".textcraft-synth-dataset"
 
 
-def world_card(data: Records, arguments: str) -> bytes:
+def world_card(data: Records, arguments: str, names: Optional[Sequence[str]] = None) -> bytes:
     """The dataset card (README.md) of a generated world: YAML configs, its shape, how to regenerate it."""
     from . import templating
 
@@ -274,7 +287,7 @@ def world_card(data: Records, arguments: str) -> bytes:
     values = {
         "world": data.world_name,
         "environment": records.environment_id(data.world_name),
-        "configs_yaml": configs.card_configs_yaml(),
+        "configs_yaml": configs.card_configs_yaml(names),
         "base_items": len(document["base_items"]),
         "craftable_items": len(document["recipes"]),
         "max_depth": max(document["depths"].values(), default=0),
@@ -300,12 +313,13 @@ def check_dataset_target(out: Path, force: bool) -> Path:
     return out
 
 
-def write_dataset(out: Path, data: Records, card: bytes, progress: bool = True) -> Dict[str, bytes]:
-    """Write a complete dataset directory at ``out`` (all or nothing): ``data/`` with every config, the
-    card ``README.md`` (whose YAML makes ``load_dataset(out)`` work) and the root index files."""
+def write_dataset(out: Path, data: Records, card: bytes, progress: bool = True, names: Optional[Sequence[str]] = None) -> Dict[str, bytes]:
+    """Write a complete dataset directory at ``out`` (all or nothing): ``data/`` with the configs ``names``
+    (default: all), the card ``README.md`` (whose YAML makes ``load_dataset(out)`` work) and the root
+    index files."""
     from . import harbor
 
-    files = {"data/" + relative: payload for relative, payload in verified_products(data).items()}
+    files = {"data/" + relative: payload for relative, payload in verified_products(data, names).items()}
     files.update(harbor.root_index_files(data))
     files["README.md"] = card
     files[DATASET_MARKER] = b"A dataset written by textcraft-synth generate-world; it may replace this directory.\n"
@@ -319,5 +333,6 @@ def build_data(source_dir: Path, data_dir: Path = store.DEFAULT_DATA_DIR, **kwar
 
 
 def build(data_dir: Path = store.DEFAULT_DATA_DIR, **kwargs) -> List[str]:
-    """``build``: rebuild every product in ``data_dir`` from the records it already holds."""
-    return write_data(store.load_records(data_dir), data_dir, **kwargs)
+    """``build``: rebuild every product in ``data_dir`` from the records it already holds (an optional
+    config only where ``data_dir`` has it)."""
+    return write_data(store.load_records(data_dir), data_dir, names=config_names(data_dir), **kwargs)

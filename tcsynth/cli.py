@@ -54,7 +54,7 @@ def cmd_build_data(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     """The main job: every product from the records in data/ (the configs, the root index files, Harbor)."""
     from . import harbor
-    from .build import version_mismatches, write_data
+    from .build import config_names, version_mismatches, write_data
 
     data_dir = Path(args.data_dir or store.DEFAULT_DATA_DIR)
     # Every argument is checked before anything is written.  The index files belong beside data/.
@@ -64,7 +64,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     for mismatch in version_mismatches():
         _log("note: %s; the Parquet files may not match the committed bytes (pip install '.[build]')" % mismatch)
     data = store.load_records(data_dir)
-    written = write_data(data, data_dir, log=_log if args.verbose else None, progress=not args.quiet)
+    written = write_data(data, data_dir, log=_log if args.verbose else None, progress=not args.quiet, names=config_names(data_dir))
     print("rebuilt %d files in %s from its records" % (len(written), data_dir))
     harbor.write_index_files(index_dir, data)
     print("wrote %s to %s" % (", ".join(harbor.ROOT_INDEX_FILES), index_dir))
@@ -181,11 +181,14 @@ def cmd_generate_world(args: argparse.Namespace) -> int:
     if args.counts:
         sizes["per_difficulty"] = dict(args.counts)
         arguments += ["--counts %s=%s" % (split, ",".join(map(str, counts.values()))) for split, counts in args.counts]
+    if args.recursive:
+        arguments.append("--recursive")
+    names = build.config_names(optional=args.recursive)
     document = generate.generate_world(args.seed)
     tasks = generate.generate_tasks(document, args.seed, **sizes)
     rows = {split: records.rows_from_source_lines(split, lines, document["name"]) for split, lines in tasks.items()}
     data = store.Records(rows, generate.world_json_bytes(document), store.PACKAGED_LICENSE.read_bytes())
-    build.write_dataset(out, data, build.world_card(data, " ".join(arguments)), progress=not args.quiet)
+    build.write_dataset(out, data, build.world_card(data, " ".join(arguments), names), progress=not args.quiet, names=names)
     total = sum(len(split_rows) for split_rows in rows.values())
     print("wrote world %s (%d items, %d tasks) to %s; use it with --data-dir %s" % (data.world_name, len(data.world.recipes) + len(data.world.base_items), total, out, out / "data"))
     return 0
@@ -409,6 +412,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--train", type=_whole_number(0), default=None, help="train tasks (default: 2,522, split like textcraft-synth@1)")
     sub.add_argument("--val", type=_whole_number(0), default=None, help="val tasks (default: 632)")
     sub.add_argument("--counts", type=_counts_option, action="append", metavar="SPLIT=E,M,H,X", help="tasks of one split per difficulty (easy, medium, hard, extreme); repeatable")
+    sub.add_argument("--recursive", action="store_true", help="also write the sft-recursive config (its trees of agents take minutes to render)")
     sub.add_argument("--force", action="store_true", help="replace OUT even when it holds files that are not a generated dataset")
     quiet_option(sub)
     sub.set_defaults(run=cmd_generate_world)

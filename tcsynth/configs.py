@@ -10,7 +10,7 @@ the two together).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterable, Optional, Tuple
 
 from . import records
 from .errors import UserError
@@ -42,6 +42,8 @@ class ConfigSpec:
         difficulty (`str`, *optional*): keep only rows of this difficulty.
         parallel (`bool`, defaults to `True`): sft configs only: several tool calls per assistant turn
             (``False``: exactly one).
+        optional (`bool`, defaults to `False`): a dataset may go without it (it costs minutes to build):
+            ``generate-world`` writes it on request, and ``build`` rebuilds it only where it already is.
     """
 
     name: str
@@ -50,6 +52,7 @@ class ConfigSpec:
     kind: str
     difficulty: Optional[str] = None
     parallel: bool = True
+    optional: bool = False
 
     @property
     def features(self) -> Any:
@@ -105,6 +108,7 @@ def _all() -> Dict[str, ConfigSpec]:
             "with launch_subagent; replayed together so that every agent succeeds on its own targets.",
             records.SPLITS,
             SFT_RECURSIVE,
+            optional=True,
         )
     )
     for difficulty in records.DIFFICULTIES:
@@ -186,10 +190,12 @@ def features(kind: str) -> Any:
     return _FEATURES[kind]
 
 
-def card_configs_yaml() -> str:
-    """The ``configs:`` block of a dataset card's YAML header: every config, its splits, its Parquet files."""
+def card_configs_yaml(names: Optional[Iterable[str]] = None) -> str:
+    """The ``configs:`` block of a dataset card's YAML header: the configs ``names`` (default: all), their
+    splits and Parquet files, in the order of :data:`CONFIGS`."""
+    chosen = set(CONFIGS if names is None else names)
     lines = ["configs:"]
-    for spec in CONFIGS.values():
+    for spec in (spec for spec in CONFIGS.values() if spec.name in chosen):
         lines.append("- config_name: %s" % spec.name)
         if spec.name == DEFAULT_CONFIG:
             lines.append("  default: true")

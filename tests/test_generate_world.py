@@ -40,7 +40,9 @@ def test_the_directory_is_a_complete_dataset(world_dir):
     assert (world_dir / "README.md").read_text().startswith("---\n")
     for spec in configs.CONFIGS.values():
         for split in spec.splits:
-            assert (world_dir / "data" / spec.name / ("%s.parquet" % split)).is_file()
+            # Optional configs (sft-recursive) only with --recursive: see the test below.
+            assert (world_dir / "data" / spec.name / ("%s.parquet" % split)).is_file() != spec.optional
+    assert configs.card_configs_yaml([n for n, s in configs.CONFIGS.items() if not s.optional]) in (world_dir / "README.md").read_text()
     for name in harbor.ROOT_INDEX_FILES:
         assert (world_dir / name).is_file()
     data = store.load_records(world_dir / "data")
@@ -130,3 +132,20 @@ def test_a_foreign_directory_is_refused(tmp_path):
     result = cli("generate-world", "--seed", "1", "--out", str(out), "-q", *SIZES)
     assert result.returncode == 1 and result.stderr.startswith("error: ") and "not an earlier generated dataset" in result.stderr
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_recursive_adds_the_optional_config_and_build_keeps_it(tmp_path):
+    import datasets
+
+    out = tmp_path / "rec"
+    result = cli("generate-world", "--seed", "7", "--out", str(out), "-q", "--recursive", "--counts", "train=1,1,1,0", "--counts", "val=1,1,0,0")
+    assert result.returncode == 0, result.stderr
+    optional = [name for name, spec in configs.CONFIGS.items() if spec.optional]
+    assert optional and all((out / "data" / name).is_dir() for name in optional)
+    assert configs.card_configs_yaml() in (out / "README.md").read_text()  # every config declared
+    assert "--recursive" in (out / "README.md").read_text()  # and the command that regenerates it says so
+    rows = datasets.load_dataset(str(out), optional[0], cache_dir=str(tmp_path / "cache"))
+    assert {row["name"] for row in rows["val"]} == {row["name"] for row in store.load_records(out / "data").tasks["val"]}
+    before = tree(out)
+    assert cli("build", "--data-dir", str(out / "data"), "-q").returncode == 0
+    assert tree(out) == before

@@ -81,6 +81,10 @@ VARIANTS: Tuple[Variant, ...] = (
     Variant("Llama 3.2", "llama3_2", "llama3_training", "inline_tool_calls(style='llama3')", _llama3_inline),
 )
 
+# The templates of the matrix, and the fix each needs before its text holds every call (None: as is).
+TEMPLATE_STEMS = tuple(dict.fromkeys(variant.template for variant in VARIANTS))
+READ_FIXES = {"deepseekv3": toolcalls.string_arguments, "phi3_5": toolcalls.inline_tool_calls}
+
 MAP_LINES = {
     "string_arguments": 'dataset.map(lambda row: {"messages": string_arguments(row["messages"])})',
     "inline_tool_calls": 'dataset.map(lambda row: {"messages": inline_tool_calls(row["messages"])})',

@@ -7,29 +7,15 @@ conversations with every listed template (about a minute on one core); it runs o
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import datasets
 import pytest
 
+import script_modules
 from tcsynth import configs, game, records, sft, toolcalls
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "chat_template_matrix.py"
-
-
-def load_script():
-    """scripts/chat_template_matrix.py as a module (once per session)."""
-    if "chat_template_matrix" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("chat_template_matrix", SCRIPT)
-        module = sys.modules["chat_template_matrix"] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules["chat_template_matrix"]
-
-
-matrix = load_script()
+matrix = script_modules.load("chat_template_matrix")
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+import script_modules
 from tcsynth import records
 from tcsynth.rewards import completion_tool_calls, get_textcraft_reward, textcraft_reward
 
@@ -188,46 +189,28 @@ def test_completion_tool_calls_reads_every_shape():
 
 # ---------------------------------------------------------------------------- text written by real templates
 
-# Each family's template in TRL 1.16 (trl/chat_templates) and the data change it needs (docs/chat-template-matrix.md).
-TEMPLATES = {
-    "qwen2_5": None,
-    "qwen3": None,
-    "qwen3_6": None,
-    "qwen3_instruct_2507": None,
-    "llama3_1": None,
-    "llama3_2": None,
-    "gptoss": None,
-    "glm4moe": None,
-    "gemma4": None,
-    "nemotron_3_nano": None,
-    "deepseekv3": "string_arguments",
-    "phi3_5": "inline_tool_calls",
-}
+# Each family's template in TRL 1.16 and the data change it needs: the matrix script's own lists (the script
+# imports transformers only when it renders, so the floor-version run of this file can still collect it).
+def templates():
+    matrix = load_matrix_script()
+    return {stem: matrix.READ_FIXES.get(stem) for stem in matrix.TEMPLATE_STEMS}
 
 
 def load_matrix_script():
-    """scripts/chat_template_matrix.py as a module (once per session): its ``render`` uses TRL's templates."""
-    import importlib.util
-    import sys
-    from pathlib import Path
+    """scripts/chat_template_matrix.py as a module: its ``render`` uses TRL's templates."""
+    return script_modules.load("chat_template_matrix")
 
-    if "chat_template_matrix" not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "scripts" / "chat_template_matrix.py"
-        spec = importlib.util.spec_from_file_location("chat_template_matrix", path)
-        module = sys.modules["chat_template_matrix"] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules["chat_template_matrix"]
+
+TEMPLATES = templates()
 
 
 def rendered_completion(row, template, messages=None):
     """The assistant side of ``row``'s conversation as ``template`` writes it (the text after the goal)."""
-    from tcsynth import toolcalls
-
     matrix = load_matrix_script()
     messages = row["messages"] if messages is None else messages
     fix = TEMPLATES[template]
     if fix:
-        messages = getattr(toolcalls, fix)(messages)
+        messages = fix(messages)
     text, _ = matrix.render(messages, row["tools"], template)
     goal = row["messages"][1]["content"]
     return text[text.index(goal) + len(goal) :]

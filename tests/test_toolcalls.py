@@ -6,46 +6,19 @@ readers and with transformers' ``parse_response``; malformed text never raises.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import script_modules
 from tcsynth import game, prompts, records, sft, toolcalls
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "chat_template_matrix.py"
-
-
-def load_script():
-    """scripts/chat_template_matrix.py as a module (once per session)."""
-    if "chat_template_matrix" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("chat_template_matrix", SCRIPT)
-        module = sys.modules["chat_template_matrix"] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules["chat_template_matrix"]
-
-
-matrix = load_script()
+matrix = script_modules.load("chat_template_matrix")
 
 # Each family's template and the data change it needs (see docs/chat-template-matrix.md).
-FAMILIES = {
-    "qwen2_5": None,
-    "qwen3": None,
-    "qwen3_6": None,
-    "qwen3_instruct_2507": None,
-    "llama3_1": None,
-    "llama3_2": None,
-    "gptoss": None,
-    "glm4moe": None,
-    "gemma4": None,
-    "nemotron_3_nano": None,
-    "deepseekv3": toolcalls.string_arguments,
-    "phi3_5": toolcalls.inline_tool_calls,
-}
+FAMILIES = {stem: matrix.READ_FIXES.get(stem) for stem in matrix.TEMPLATE_STEMS}
 # Templates TRL knows a response template for (trl.chat_template_utils.add_response_schema).
 PARSEABLE = ["qwen2_5", "qwen3", "qwen3_6", "qwen3_instruct_2507", "llama3_1", "llama3_2", "gptoss", "glm4moe", "gemma4", "nemotron_3_nano"]
 

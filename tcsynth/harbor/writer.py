@@ -45,14 +45,14 @@ class TreeWriter:
             os.chmod(path, DIR_MODE)
 
     def write(self, path: str, data: bytes, mode: int = FILE_MODE) -> None:
-        # O_EXCL: a fresh file only, never one already staged; the loop retries short writes.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, mode)
+        # O_EXCL: a fresh file only, never one already staged; a short write is continued from where it stopped.
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | _CLOEXEC, mode)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            written, total = 0, len(data)
+            while written < total:
+                written += os.write(descriptor, data[written:] if written else data)
         finally:
-            os.close(fd)
+            os.close(descriptor)
         if self.umask & mode:
             os.chmod(path, mode)
 

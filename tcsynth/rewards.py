@@ -126,6 +126,16 @@ class _TextCraftReward:
         ]
 
 
+def _checked_recipes_path(recipes_path: Optional[Union[str, Path]]) -> Optional[Path]:
+    """``recipes_path`` as a Path (None: the packaged world); ``ValueError`` when it names no file."""
+    if recipes_path is None:
+        return None
+    recipes_path = Path(recipes_path)
+    if not recipes_path.is_file():
+        raise ValueError("recipes_path %s is not a file" % recipes_path)
+    return recipes_path
+
+
 def get_textcraft_reward(recipes_path: Optional[Union[str, Path]] = None, tokenizer: Any = None) -> Callable[..., List[Optional[float]]]:
     """A TextCraft reward function over the world in ``recipes_path``.
 
@@ -155,10 +165,7 @@ def get_textcraft_reward(recipes_path: Optional[Union[str, Path]] = None, tokeni
     ... )
     [0.0]
     """
-    if recipes_path is not None:
-        recipes_path = Path(recipes_path)
-        if not recipes_path.is_file():
-            raise ValueError("recipes_path %s is not a file" % recipes_path)
+    recipes_path = _checked_recipes_path(recipes_path)
     if tokenizer is not None and not callable(getattr(tokenizer, "parse_response", None)):
         raise ValueError("tokenizer must be a transformers tokenizer (with parse_response), got %s" % type(tokenizer).__name__)
     return _TextCraftReward(recipes_path, tokenizer)
@@ -275,10 +282,7 @@ def get_textcraft_recursive_reward(
     """
     if type(max_delegation_depth) is not int or max_delegation_depth < 0:
         raise ValueError("max_delegation_depth must be a non-negative integer, got %r" % (max_delegation_depth,))
-    if recipes_path is not None:
-        recipes_path = Path(recipes_path)
-        if not recipes_path.is_file():
-            raise ValueError("recipes_path %s is not a file" % recipes_path)
+    recipes_path = _checked_recipes_path(recipes_path)
     return _TextCraftRecursiveReward(recipes_path, max_delegation_depth)
 
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from .. import game, records, store
+from .. import records, store
 from .columns import GoldColumns, command_texts, commands_text, gold_failure
 from .digest import FileDigests
 from .files import SharedBytes, gold_commands, row_gold, task_files
@@ -117,7 +117,11 @@ def export_harbor(
     selection = Selection(data, splits, limit)
     tasks = selection.tasks
     rows = selection.rows
-    wait_for_gold = in_background(selection.gold_failure) if len(rows) >= 256 else (lambda problem: lambda: problem)(selection.gold_failure())
+    if len(rows) >= 256:  # enough rows to pay for a second process
+        wait_for_gold = in_background(selection.gold_failure)
+    else:
+        problem = selection.gold_failure()
+        wait_for_gold = lambda: problem  # noqa: E731
     shared = SharedBytes(data.recipes_bytes, data.world_name)
     digests = FileDigests()
     built = []

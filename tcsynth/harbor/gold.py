@@ -72,22 +72,3 @@ def in_background(function: Callable[..., Optional[str]], *args: Any) -> Callabl
         return outcome[0]
 
     return wait
-
-
-def check_gold_in_background(world: game.World, rows: Sequence[Mapping[str, Any]]) -> Callable[[], None]:
-    """Start playing every gold solution; return a function that waits and raises :class:`ExportError`.
-
-    Played in a forked process (see :func:`in_background`) when there are enough rows to pay for it.
-    """
-    if len(rows) < 256:
-        problem = first_failure(world, rows)
-        waiting = lambda: problem  # noqa: E731
-    else:
-        waiting = in_background(first_failure, world, rows)
-
-    def done() -> None:
-        problem = waiting()
-        if problem:
-            raise ExportError(problem)
-
-    return done

@@ -148,7 +148,7 @@ class World:
     order.  Items absent from ``depths`` have depth 0; items absent from ``recipes`` cannot be crafted.
     """
 
-    __slots__ = ("name", "base_items", "depths", "recipes", "_recipe_json")
+    __slots__ = ("name", "base_items", "depths", "recipes", "_recipe_json", "_described")
 
     def __init__(self, document):
         if not (isinstance(document, dict) and document.get("format") == RECIPES_FORMAT):
@@ -160,6 +160,7 @@ class World:
         self.depths = dict(document["depths"])
         self.recipes = {}
         self._recipe_json = {}
+        self._described = {}  # item -> the JSON text of its description around the count held (see describe_json)
         for item, recipes in document["recipes"].items():
             # Through a dict, so a repeated ingredient would behave as the environment's dict does.
             parsed = [(recipe["result_count"], tuple(dict(map(tuple, recipe["ingredients"])).items())) for recipe in recipes]
@@ -191,6 +192,21 @@ class World:
             "crafting_depth": self.depths.get(item, 0),
             "recipes": self._recipe_json.get(item, []),
         }
+
+    def describe_json(self, item, held):
+        """``json.dumps(self.describe(item, held))``: the text around the count is made once per item of the
+        world (``get_info`` answers are most of what the engine encodes)."""
+        parts = self._described.get(item)
+        if parts is None:
+            if not (item in self.depths or item in self.recipes or item in self.base_items) or type(held) is not int:
+                return json.dumps(self.describe(item, held))  # names outside the world are not kept
+            entry = self.describe(item, 0)
+            head = json.dumps({key: entry[key] for key in ("item", "can_craft", "is_base")})
+            tail = json.dumps({key: entry[key] for key in ("crafting_depth", "recipes")})
+            parts = self._described[item] = (head[:-1] + ', "in_inventory": ', ", " + tail[1:])
+        if type(held) is not int:
+            return json.dumps(self.describe(item, held))
+        return parts[0] + str(held) + parts[1]
 
 
 def task_state(task):
@@ -292,8 +308,8 @@ class Game:
         if self.finished:
             return EPISODE_OVER
         held = self.inventory
-        describe = self.world.describe
-        return json.dumps([describe(item, held.get(item, 0)) for item in items])
+        describe = self.world.describe_json
+        return "[" + ", ".join([describe(item, held.get(item, 0)) for item in items]) + "]"
 
     def view_inventory(self):
         """The ``view_inventory`` tool."""

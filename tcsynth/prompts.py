@@ -7,7 +7,6 @@ its chat agents.  Argument names are the environment's (``ingredients``, ``targe
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any, Dict, Iterable, List, Mapping
 
@@ -103,9 +102,13 @@ TOOLS: List[Dict[str, Any]] = [
 ]
 
 
+_TOOLS_JSON = json.dumps(TOOLS)
+
+
 def tool_schemas() -> List[Dict[str, Any]]:
-    """A fresh copy of :data:`TOOLS` (callers may mutate theirs)."""
-    return copy.deepcopy(TOOLS)
+    """A fresh copy of :data:`TOOLS` (callers may mutate theirs); decoding its JSON text is ~10x faster
+    than ``copy.deepcopy``, which the evaluation pays once per episode."""
+    return json.loads(_TOOLS_JSON)
 
 
 def num_characters(messages: Iterable[Mapping[str, Any]]) -> int:

@@ -323,3 +323,18 @@ def test_the_quick_recipe_test_and_the_full_checks_agree(which, world):
         assert (answer, list(game.inventory.items())) == (expected, list(after.items())), (inventory, ingredients, item, count)
         outcomes["accepted" if answer.startswith("Successfully") else "rejected"] += 1
     assert min(outcomes.values()) > 2000, outcomes  # both branches well exercised
+
+
+def test_the_cached_description_text_is_json_dumps_of_the_description(world):
+    """get_info joins texts made once per item; they must be what json.dumps prints, for every item of
+    the published world, any count held, and names outside the world (never cached)."""
+    names = sorted(set(world.depths) | set(world.recipes) | set(world.base_items)) + ["nothing", "", "é\u2603"]
+    for item in names:
+        for held in (0, 1, 7, 10**12, -3):
+            assert world.describe_json(item, held) == json.dumps(world.describe(item, held)), (item, held)
+    assert world.describe_json("tool-x", True) == json.dumps(world.describe("tool-x", True))
+    assert world.describe_json(names[0], True) == json.dumps(world.describe(names[0], True))  # a bool is not a count
+    assert not any(name in world._described for name in ("nothing", "", "é\u2603"))
+    played = Game(world, {}, {names[0]: 2})
+    assert played.get_info(names[:3] + ["nothing"]) == json.dumps([world.describe(n, played.inventory.get(n, 0)) for n in names[:3] + ["nothing"]])
+    assert played.get_info([]) == "[]"

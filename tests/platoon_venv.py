@@ -1,10 +1,11 @@
 """platoon's own code for the tests: a Python 3.12 virtualenv with ``platoon==0.4.0``, made once per session.
 
 platoon 0.4 needs Python >= 3.12, so it runs as a separate program, like Harbor (``tests/harbor_venv.py``,
-whose Python 3.12 finder this module reuses).  The virtualenv is kept in ``$TEXTCRAFT_PLATOON_VENV`` when set
-(and reused when it already has the right platoon), else made in a temporary directory.  If it cannot be made
-the tests fail: the card's platoon config is checked in CI.  Only the base package is installed: its
-``tinker`` extra (the model gateway, with torch) is for sampling a policy, which these tests never do.
+whose Python version this module reuses).  The virtualenv is made by ``tests/venvs.py``: kept in
+``$TEXTCRAFT_PLATOON_VENV`` when set (and reused when it already has the right platoon), else made in a
+temporary directory.  If it cannot be made the tests fail: the card's platoon config is checked in CI.
+Only the base package is installed: its ``tinker`` extra (the model gateway, with torch) is for sampling a
+policy, which these tests never do.
 
 platoon runs with ``HOME`` in a temporary directory and its site profile (``$PLATOON_SITE``) there too, so its
 cache, locks and runs stay inside the test's directory and nothing reads or writes the user's
@@ -14,21 +15,19 @@ cache, locks and runs stay inside the test's directory and nothing reads or writ
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 from typing import Dict, Optional
 
 import pytest
 
-from harbor_venv import PYTHON_VERSION, find_python312
+import venvs
+from harbor_venv import PYTHON_VERSION
 
 PLATOON_VERSION = "0.4.0"
 PLATOON_REQUIREMENT = "platoon==" + PLATOON_VERSION
 VENV_VARIABLE = "TEXTCRAFT_PLATOON_VENV"
 # platoon's own variables that would point it at another cache or site than the test's.
 _PLATOON_VARIABLES = ("PLATOON_SITE", "PLATOON_HARBOR_CACHE", "PLATOON_TOOLCHAINS", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
-
-_made: Dict[str, Path] = {}  # "venv", once per session
 
 
 def site(root: Path) -> Path:
@@ -58,22 +57,7 @@ def platoon_env(root: Path, extra: Optional[Dict[str, str]] = None) -> Dict[str,
 
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A virtualenv with platoon 0.4.0: reused when the cached one already has it, else made and filled."""
-    if "venv" in _made:
-        return _made["venv"]
-    path = Path(os.environ.get(VENV_VARIABLE) or tmp_path_factory.mktemp("platoon-venv") / "venv")
-    python = path / "bin" / "python"
     env = dict(os.environ, PYENV_VERSION=PYTHON_VERSION)
     env.pop("PYTHONPATH", None)
     env.pop("VIRTUAL_ENV", None)
-    check = [str(python), "-c", "import importlib.metadata as m; print(m.version('platoon'))"]
-    if not (python.exists() and subprocess.run(check, env=env, capture_output=True, text=True).stdout.strip() == PLATOON_VERSION):
-        steps = [
-            find_python312() + ["-m", "venv", "--clear", str(path)],
-            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", PLATOON_REQUIREMENT],
-        ]
-        for step in steps:
-            result = subprocess.run(step, env=env, capture_output=True, text=True, timeout=1800)
-            if result.returncode != 0:
-                pytest.fail("cannot install %s: %s\n%s" % (PLATOON_REQUIREMENT, " ".join(step), result.stderr[-3000:]))
-    _made["venv"] = path
-    return path
+    return venvs.venv("platoon", VENV_VARIABLE, tmp_path_factory, PYTHON_VERSION, [PLATOON_REQUIREMENT], env, timeout=1800)

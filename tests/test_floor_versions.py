@@ -9,11 +9,11 @@ newer floors' own requirements):
   both pass everything here.
 
 A Python 3.11 virtualenv with exactly these versions (plus ``tqdm`` and ``pytest``) is made once per
-session, kept in ``$TEXTCRAFT_FLOOR_VENV`` when set, else in a temporary directory.  If it cannot be made
-the tests fail: CI must run them.  The checkout is installed into it with ``--no-deps`` (from a copy, so
-the build leaves nothing in the checkout) and ``pip check`` then proves the declared dependencies admit the
-floors.  The tests themselves run from the checkout, in a subprocess, with no ``TEXTCRAFT_*`` variable,
-the Hub offline and a fresh ``HF_HOME``.
+session by ``tests/venvs.py``, kept in ``$TEXTCRAFT_FLOOR_VENV`` when set, else in a temporary directory.
+If it cannot be made the tests fail: CI must run them.  The checkout is installed into it with
+``--no-deps`` (from a copy, so the build leaves nothing in the checkout) and ``pip check`` then proves the
+declared dependencies admit the floors.  The tests themselves run from the checkout, in a subprocess, with
+no ``TEXTCRAFT_*`` variable, the Hub offline and a fresh ``HF_HOME``.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Dict, List
 
 import pytest
+
+import venvs
 
 FLOORS = {"datasets": "4.7.0", "pyarrow": "21.0.0", "huggingface_hub": "0.25.0"}
 PYTHON_VERSION = "3.11.7"
@@ -39,12 +40,6 @@ LOADING_TESTS = ["tests/test_load_dataset.py", "tests/test_engine_rules.py", "te
 # The reward's tests on real chat templates need transformers and tokenizers, which a user of the reward
 # alone does not install: they run in the main run.
 DESELECTED = ["tests/test_load_dataset.py::test_builder_generates_the_parquet_rows", "tests/test_rewards.py::TestRealTemplates"]
-
-VERSIONS = r"""
-import importlib.metadata as m, json, sys
-names = %r
-print(json.dumps({"python": "%%d.%%d" %% sys.version_info[:2], **{n: m.version(n) for n in names}}))
-""" % (sorted(FLOORS) + ["pytest"],)
 
 # Run from the checkout: the calls a user makes without datasets' builder, reported for comparison.
 USER_CALLS = r"""
@@ -66,20 +61,6 @@ def rows_digest(rows: List[Dict]) -> str:
     return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
 
 
-def find_python311() -> List[str]:
-    """A command that runs Python 3.11: this interpreter when it is one, else pyenv's build or python3.11."""
-    if sys.version_info[:2] == (3, 11):
-        return [sys.executable]
-    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    for candidate in (pyenv_root / "versions" / PYTHON_VERSION / "bin" / "python", Path("/root/.pyenv/versions") / PYTHON_VERSION / "bin" / "python"):
-        if candidate.exists():
-            return [str(candidate)]
-    found = shutil.which("python3.11")
-    if found:
-        return [found]
-    pytest.fail("no Python 3.11 found for the floor versions (install pyenv's %s or put python3.11 on PATH)" % PYTHON_VERSION)
-
-
 def floor_env(hf_home: Path) -> Dict[str, str]:
     """The environment of every floor-venv command: nothing of ours, the Hub offline, a fresh cache."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("TEXTCRAFT_")}
@@ -91,11 +72,6 @@ def floor_env(hf_home: Path) -> Dict[str, str]:
 
 def run(command: List[str], env: Dict[str, str], cwd: Path, timeout: int) -> subprocess.CompletedProcess:
     return subprocess.run(command, env=env, cwd=str(cwd), capture_output=True, text=True, timeout=timeout)
-
-
-def installed_versions(python: Path, env: Dict[str, str], cwd: Path) -> Dict[str, str]:
-    result = run([str(python), "-c", VERSIONS], env, cwd, 120)
-    return json.loads(result.stdout) if result.returncode == 0 else {}
 
 
 @pytest.fixture(scope="session")
@@ -110,30 +86,19 @@ def floor_venv(tmp_path_factory, hf_home, repo) -> Path:
     A cached venv whose versions already match is reused; the checkout is installed afresh every session,
     so its metadata is the checkout's own.
     """
-    venv = Path(os.environ.get(VENV_VARIABLE) or tmp_path_factory.mktemp("floor-venv") / "venv")
-    python = venv / "bin" / "python"
     env = floor_env(hf_home)
-    wanted = dict(FLOORS, python="3.11")
-    steps = []
-    if not python.exists() or {k: v for k, v in installed_versions(python, env, repo).items() if k in wanted} != wanted:
-        requirements = ["%s==%s" % item for item in sorted(FLOORS.items())] + ["tqdm", "pytest"]
-        steps += [
-            find_python311() + ["-m", "venv", "--clear", str(venv)],
-            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements],
-        ]
+    requirements = ["%s==%s" % item for item in sorted(FLOORS.items())] + ["tqdm", "pytest"]
+    venv = venvs.venv("floor", VENV_VARIABLE, tmp_path_factory, PYTHON_VERSION, requirements, env, timeout=1500, cwd=repo,
+                      this_interpreter=True)
     # pip builds a local project in place; a copy keeps build/ and *.egg-info out of the checkout.
     source = tmp_path_factory.mktemp("floor-source") / "textcraft-synth"
     shutil.copytree(repo, source, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__"))
-    steps.append([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", str(source)])
-    for step in steps:
-        result = run(step, env, repo, 1500)
-        if result.returncode != 0:
-            pytest.fail("cannot make the floor venv: %s\n%s" % (" ".join(step), result.stderr[-3000:]))
+    venvs.pip_install(venv / "bin" / "python", ["--no-deps", str(source)], env, 1500, "floor", cwd=repo)
     return venv
 
 
 def test_floor_venv_has_exactly_the_floor_versions(floor_venv, hf_home, repo):
-    versions = installed_versions(floor_venv / "bin" / "python", floor_env(hf_home), repo)
+    versions = venvs.installed(floor_venv / "bin" / "python", sorted(FLOORS) + ["pytest"], floor_env(hf_home), repo)
     assert {name: versions.get(name) for name in FLOORS} == FLOORS
     assert versions["python"] == "3.11"
     assert "pytest" in versions

@@ -105,6 +105,9 @@ def check_round_trip(data: Records) -> None:
     if data.world_name == records.TASK_NAME_PREFIX:
         check_release(data)
     for split, rows in data.tasks.items():
+        for row in rows:  # eval reads the gold trajectory's length from num_craft_steps
+            if row["num_craft_steps"] != len(row["gold_trajectory"]):
+                raise BuildError("%s: num_craft_steps is %d, the gold trajectory has %d steps" % (row["name"], row["num_craft_steps"], len(row["gold_trajectory"])))
         lines = [records.source_from_row(row) for row in rows]
         if records.rows_from_source_lines(split, lines, data.world_name) != rows:
             raise BuildError("%s: the rows do not convert to source lines and back unchanged" % split)

@@ -47,11 +47,12 @@ import os
 import queue
 import random
 import threading
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from . import agents, configs, game, recursive_env, store
+from . import agents, configs, game, records, recursive_env, store
 from .agents import make_agent
 from .env import TextCraftEnv, validate_max_steps
 from .episode import play
@@ -191,7 +192,7 @@ def run_episode(
         "steps": info["steps"],
         "tool_calls": info["tool_calls"],
         "crafts": info["crafts"],
-        "gold_crafts": len(row["gold_trajectory"]),
+        "gold_crafts": row["num_craft_steps"],  # the gold trajectory's length (checked when data/ is built)
         "depth_reached": depth_reached(world, row, info["crafted"]),
         "target_depth": row["max_depth"],
         "problems": info["problems"] + notes_all,
@@ -442,8 +443,15 @@ def protocol_document(request: EvalRequest) -> Dict[str, Any]:
     return document
 
 
+# What an episode reads of a task row for an agent that is not given the row: all but the gold trajectory,
+# whose conversion to Python is most of the cost of reading a split (its length is ``num_craft_steps``).
+EPISODE_COLUMNS = tuple(column for column in records.TASK_COLUMNS if column != "gold_trajectory")
+
+
 def _load_rows(request: EvalRequest) -> Tuple[List[Dict[str, Any]], Mapping[str, Any]]:
     data = store.load_records(store.resolve_data_dir(request.data_dir), splits=(request.split,))
+    if not getattr(agents.AGENTS.get(request.spec.name), "privileged", True):
+        data = dataclasses.replace(data, tasks={request.split: data.column_rows(request.split, EPISODE_COLUMNS)})
     rows = select_rows(data, request.config, request.split, request.limit)
     data.world  # a recipes.json that is not a world stops here, before any episode
     return rows, data.world_document

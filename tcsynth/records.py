@@ -149,6 +149,7 @@ def check_source_task(task: Any, where: str) -> None:
     for key in ("target_items", "initial_inventory"):
         _expect(_is_counts(misc[key]), where, "%s must map item names to integers" % key)
     _expect(isinstance(misc["gold_trajectory"], list), where, "gold_trajectory must be a list")
+    _expect(misc["num_craft_steps"] == len(misc["gold_trajectory"]), where, "num_craft_steps must be the number of gold steps")
     for number, step in enumerate(misc["gold_trajectory"]):
         here = "%s: gold step %d" % (where, number)
         _expect(isinstance(step, dict), here, "must be an object")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import random
 import shutil
 from pathlib import Path
 

@@ -315,7 +315,7 @@ class Game:
         """The ``view_inventory`` tool."""
         if self.finished:
             return EPISODE_OVER
-        return json.dumps(self.inventory)
+        return dumps(self.inventory)
 
     def finish(self, message):
         """The ``finish`` tool: ends the episode and echoes the message."""
@@ -613,18 +613,20 @@ _STRICT = _StrictDecoder()
 _LOG_DECODER = json.JSONDecoder(parse_constant=_StrictDecoder._refuse_constant, parse_float=_StrictDecoder._bounded_float)
 
 
-def _compact_encoder():
-    """``value -> str``: ``json.dumps(value, separators=(",", ":"), allow_nan=False)`` (ASCII).
+def _kept_encoder(item_separator, key_separator, allow_nan):
+    """``value -> str``: ``json.dumps(value, separators=(item_separator, key_separator), allow_nan=allow_nan)``
+    (ASCII, keys in insertion order, no check for cycles: for values this package made).
 
-    ``json.dumps`` builds a new C encoder on every call, which costs more than encoding a small record;
-    the log reader re-encodes every record, so it keeps one.  ``c_make_encoder`` is CPython's own, with
-    the same arguments on 3.8 to 3.13; the plain encoder stands in wherever it is absent or differs.
+    ``json.dumps`` builds a new C encoder on every call, which costs more than encoding a small value; the
+    log reader re-encodes every record and the SFT renderer every tool call, so each keeps one.
+    ``c_make_encoder`` is CPython's own, with the same arguments on 3.8 to 3.13; the plain encoder stands
+    in wherever it is absent or differs.
     """
-    plain = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    plain = json.JSONEncoder(ensure_ascii=True, allow_nan=allow_nan, separators=(item_separator, key_separator))
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is not None:
         try:
-            encode = make(None, plain.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, False)
+            encode = make(None, plain.default, json.encoder.encode_basestring_ascii, None, key_separator, item_separator, False, False, allow_nan)
             sample = {"a": [1, -2.5, "\u00e9\ud83d", True, None, {}], "b": ""}
             if "".join(encode(sample, 0)) == plain.encode(sample):
                 return lambda value: "".join(encode(value, 0))
@@ -633,7 +635,9 @@ def _compact_encoder():
     return plain.encode  # pragma: no cover
 
 
-_compact_json = _compact_encoder()
+_compact_json = _kept_encoder(",", ":", False)
+# json.dumps(value) with its default settings (", " and ": "), for the engine's answers and the SFT texts.
+dumps = _kept_encoder(", ", ": ", True)
 
 
 def loads_strict(text):

@@ -52,7 +52,7 @@ class SftError(UserError):
 # ------------------------------------------------------------------------------------------ the conversation
 
 
-_dumps = json.dumps
+_dumps = game.dumps  # json.dumps with its defaults, one encoder kept
 # What json.dumps does with a str (ensure_ascii, the default), without its dispatch on the type.
 _string = json.encoder.encode_basestring_ascii
 # JSON text that is the same in every conversation, made once per process (see _Transcript).
@@ -78,55 +78,68 @@ class _Transcript:
     """Messages under construction: every call is played on ``game`` and answered with what it returned.
 
     Beside the messages it keeps their JSON text (``encoded``, each exactly ``json.dumps(message)``) and
-    the running :func:`num_characters` count.
+    the running :func:`num_characters` count.  Another layout of the same play (``lead``: the transcript
+    that plays the calls) numbers its calls alike, so it reuses the lead's text of each call and answer
+    and only writes its own assistant turns.  ``keep_messages=False`` skips the message dicts (the build
+    needs only the text).
     """
 
-    def __init__(self, name: str, game_: game.Game, goal: str, arguments_json: Optional[Dict[int, str]] = None):
+    def __init__(self, name: str, game_: game.Game, goal: str, lead: Optional["_Transcript"] = None, keep_messages: bool = True):
         self.name = name
-        # id(arguments) -> its JSON text, shared by the layouts of one play (the same dicts, alive meanwhile).
-        self.arguments_json = {} if arguments_json is None else arguments_json
         self.game = game_
+        self.lead = lead
+        self.keep_messages = keep_messages
         self.calls = 0
+        self.turns = 0
         self.observations: List[str] = []
+        # Per call, in call order: its JSON text in the assistant message, its tool message's JSON text,
+        # and its characters (name, JSON arguments and answer).
+        self.call_texts: List[str] = []
+        self.answer_texts: List[str] = []
+        self.call_characters: List[int] = []
         user = {"role": "user", "content": prompts.user_prompt(goal)}
-        self.messages: List[Message] = [{"role": "system", "content": prompts.SYSTEM_PROMPT}, user]
+        self.messages: List[Message] = [{"role": "system", "content": prompts.SYSTEM_PROMPT}, user] if keep_messages else []
         self.encoded: List[str] = [_system_json(), _dumps(user)]
         self.characters = len(prompts.SYSTEM_PROMPT) + len(user["content"])
 
-    def turn(self, intent: str, calls: Sequence[Tuple[str, Dict[str, Any]]], answers: Optional[Sequence[str]] = None) -> List[str]:
-        """One assistant turn making ``calls`` (tool name, arguments); returns the engine's answers.
-
-        ``answers``: what the engine already answered these calls in another layout of the same play
-        (see :func:`_play_layouts`); they are used instead of playing the calls again.
-        """
-        given = answers
-        tool_calls = []
-        texts = []
-        characters = len(intent)
-        for tool, arguments in calls:
-            self.calls += 1
-            call_id = "call_%d" % self.calls
-            tool_calls.append({"id": call_id, "type": "function", "function": {"name": tool, "arguments": arguments}})
-            arguments_json = self.arguments_json.get(id(arguments))
-            if arguments_json is None:
-                arguments_json = self.arguments_json[id(arguments)] = _dumps(arguments)
-            characters += len(tool) + len(arguments_json)
-            texts.append('{"id": "%s", "type": "function", "function": {"name": %s, "arguments": %s}}' % (call_id, _string(tool), arguments_json))
-        self.messages.append({"role": "assistant", "content": intent, "tool_calls": tool_calls})
-        self.encoded.append('{"role": "assistant", "content": %s, "tool_calls": [%s]}' % (_string(intent), ", ".join(texts)))
-        answers = []
-        for number, call in enumerate(tool_calls):
-            tool = call["function"]["name"]
-            answer = self.game.call(tool, call["function"]["arguments"]) if given is None else given[number]
-            if answer.startswith("Error"):
-                raise SftError("%s: %s %s was rejected: %s" % (self.name, call["id"], tool, answer))
-            answers.append(answer)
-            characters += len(answer)
-            self.messages.append({"role": "tool", "tool_call_id": call["id"], "name": tool, "content": answer})
-            self.encoded.append('{"role": "tool", "tool_call_id": "%s", "name": %s, "content": %s}' % (call["id"], _string(tool), _string(answer)))
-        self.observations.extend(answers)
-        self.characters += characters
+    def turn(self, intent: str, calls: Sequence[Tuple[str, Dict[str, Any]]]) -> List[str]:
+        """One assistant turn making ``calls`` (tool name, arguments); returns the engine's answers."""
+        first = self.calls
+        self.calls = last = first + len(calls)
+        self.turns += 1
+        lead = self.lead
+        if lead is None:
+            self._play(first, calls)
+            lead = self
+        answers = lead.observations[first:last]
+        self.encoded.append('{"role": "assistant", "content": %s, "tool_calls": [%s]}' % (_string(intent), ", ".join(lead.call_texts[first:last])))
+        self.encoded.extend(lead.answer_texts[first:last])
+        self.characters += len(intent) + sum(lead.call_characters[first:last])
+        if self.keep_messages:
+            tool_calls = [
+                {"id": "call_%d" % number, "type": "function", "function": {"name": tool, "arguments": arguments}}
+                for number, (tool, arguments) in enumerate(calls, first + 1)
+            ]
+            self.messages.append({"role": "assistant", "content": intent, "tool_calls": tool_calls})
+            self.messages.extend(
+                {"role": "tool", "tool_call_id": call["id"], "name": call["function"]["name"], "content": answer}
+                for call, answer in zip(tool_calls, answers)
+            )
         return answers
+
+    def _play(self, first: int, calls: Sequence[Tuple[str, Dict[str, Any]]]) -> None:
+        """Play ``calls`` (numbered from ``first + 1``) and keep their texts; an ``Error`` answer raises."""
+        play = self.game.call
+        for number, (tool, arguments) in enumerate(calls, first + 1):
+            answer = play(tool, arguments)
+            if answer.startswith("Error"):
+                raise SftError("%s: call_%d %s was rejected: %s" % (self.name, number, tool, answer))
+            arguments_json = _dumps(arguments)
+            name = _string(tool)
+            self.call_texts.append('{"id": "call_%d", "type": "function", "function": {"name": %s, "arguments": %s}}' % (number, name, arguments_json))
+            self.answer_texts.append('{"role": "tool", "tool_call_id": "call_%d", "name": %s, "content": %s}' % (number, name, _string(answer)))
+            self.call_characters.append(len(tool) + len(arguments_json) + len(answer))
+            self.observations.append(answer)
 
     def verdict(self) -> game.Verdict:
         """The engine's verdict on the episode just played (raises :class:`SftError` unless it scores 1.0)."""
@@ -199,7 +212,7 @@ def _play(row: Mapping[str, Any], world: game.World, parallel: bool) -> _Transcr
 
 
 class _Layouts:
-    """Several layouts of one play: the first transcript plays each call, the others reuse its answers."""
+    """Several layouts of one play: the first transcript plays each call, the others reuse its texts."""
 
     def __init__(self, transcripts: Sequence[_Transcript]):
         self.transcripts = transcripts
@@ -207,25 +220,24 @@ class _Layouts:
     def turn(self, intent: str, calls: Sequence[Tuple[str, Dict[str, Any]]]) -> List[str]:
         answers = self.transcripts[0].turn(intent, calls)
         for transcript in self.transcripts[1:]:
-            transcript.turn(intent, calls, answers)
+            transcript.turn(intent, calls)
         return answers
 
 
 def _craft_turns(transcript: _Transcript, parallel: bool, number: int, group: Sequence[Tuple[str, int, Dict[str, int]]], depth: int,
-                 calls: Sequence[Tuple[str, Dict[str, Any]]], answers: Optional[Sequence[str]] = None) -> List[str]:
-    """The turns crafting one depth's group: one turn (``parallel``) or one per craft; returns the answers."""
+                 calls: Sequence[Tuple[str, Dict[str, Any]]]) -> None:
+    """The turns crafting one depth's group: one turn (``parallel``) or one per craft."""
     if parallel:
         lead = "I have every recipe I need, so I'll craft from the bottom up. " if number == 0 else ""
         what = "the %d items" % len(group) if len(group) > 1 else "the item"
-        return transcript.turn("%sCrafting %s of depth %d." % (lead, what, depth), calls, answers)
-    made: List[str] = []
+        transcript.turn("%sCrafting %s of depth %d." % (lead, what, depth), calls)
+        return
     for position, (call, (item, total, _)) in enumerate(zip(calls, group)):
         lead = "I have every recipe I need, so I'll craft from the bottom up. " if number == position == 0 else ""
-        made += transcript.turn("%sCrafting %d %s (depth %d)." % (lead, total, item, depth), [call], None if answers is None else answers[position : position + 1])
-    return made
+        transcript.turn("%sCrafting %d %s (depth %d)." % (lead, total, item, depth), [call])
 
 
-def _play_layouts(row: Mapping[str, Any], world: game.World, layouts: Sequence[bool]) -> List[_Transcript]:
+def _play_layouts(row: Mapping[str, Any], world: game.World, layouts: Sequence[bool], keep_messages: bool = True) -> List[_Transcript]:
     """One conversation per layout (``True``: parallel), all from a single play on a fresh episode.
 
     The layouts make the same tool calls in the same order (the sequential one only gives each craft its
@@ -234,8 +246,8 @@ def _play_layouts(row: Mapping[str, Any], world: game.World, layouts: Sequence[b
     the episode must score 1.0 (:meth:`_Transcript.verdict`).
     """
     task = records.engine_task(row)
-    lead = _Transcript(row["name"], game.Game.for_task(world, task), row["goal"])
-    transcripts = [lead] + [_Transcript(row["name"], lead.game, row["goal"], lead.arguments_json) for _ in layouts[1:]]
+    lead = _Transcript(row["name"], game.Game.for_task(world, task), row["goal"], keep_messages=keep_messages)
+    transcripts = [lead] + [_Transcript(row["name"], lead.game, row["goal"], lead, keep_messages) for _ in layouts[1:]]
     both = _Layouts(transcripts)
     both.turn("First I'll check what I have in my inventory.", [("view_inventory", {})])
     targets = task["target_items"]
@@ -243,9 +255,8 @@ def _play_layouts(row: Mapping[str, Any], world: game.World, layouts: Sequence[b
     for number, group in enumerate(plan_crafts(row, printed)):
         depth = printed[group[0][0]]["crafting_depth"]
         calls = [("craft", {"ingredients": ingredients, "target": [item, total]}) for item, total, ingredients in group]
-        answers = _craft_turns(lead, layouts[0], number, group, depth, calls)
-        for transcript, parallel in zip(transcripts[1:], layouts[1:]):
-            _craft_turns(transcript, parallel, number, group, depth, calls, answers)
+        for transcript, parallel in zip(transcripts, layouts):  # the lead first: it plays the calls
+            _craft_turns(transcript, parallel, number, group, depth, calls)
     both.turn("Every target is in my inventory now, so I'm done.", [("finish", {"message": records.finish_message(targets)})])
     lead.verdict()
     return transcripts
@@ -287,12 +298,11 @@ def sft_row(row: Mapping[str, Any], world: game.World, parallel: bool = True) ->
 
 def _row(row: Mapping[str, Any], transcript: _Transcript, encoded: bool) -> Row:
     """The sft row of a played transcript; ``encoded``: messages and tools as JSON text (:func:`encode_row`)."""
-    messages = transcript.messages
     return dict(
         {column: row[column] for column in SFT_TASK_COLUMNS},
-        messages=transcript.encoded if encoded else messages,
+        messages=transcript.encoded if encoded else transcript.messages,
         tools=tools_json() if encoded else prompts.tool_schemas(),
-        num_turns=sum(message["role"] == "assistant" for message in messages),
+        num_turns=transcript.turns,
         num_tool_calls=transcript.calls,
         num_characters=transcript.characters,
     )
@@ -315,7 +325,7 @@ def build_layouts(task_rows: Sequence[Mapping[str, Any]], world: game.World, lay
     """Encoded sft rows for ``task_rows`` in each layout (``True``: parallel), every task played once."""
     built: List[List[Row]] = [[] for _ in layouts]
     for row in tqdm(task_rows, desc="rendering sft conversations", unit="task", disable=not progress or None):
-        for rows, transcript in zip(built, _play_layouts(row, world, layouts)):
+        for rows, transcript in zip(built, _play_layouts(row, world, layouts, keep_messages=False)):
             rows.append(_row(row, transcript, encoded=True))
     return built
 

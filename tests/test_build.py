@@ -102,7 +102,7 @@ def test_a_losing_gold_trajectory_fails_the_build(data, existing_data, monkeypat
     broken["val"][7]["gold_trajectory"] = broken["val"][7]["gold_trajectory"][:-1]
     broken["val"][7]["num_craft_steps"] -= 1
     # The pinned hashes would refuse these rows first; take them out so that the gold replay is what fails.
-    monkeypatch.setattr(build, "check_release", lambda data: None)
+    monkeypatch.setattr(build, "check_release", lambda data, lines=None: None)
     with pytest.raises(build.BuildError, match="^%s: the gold trajectory does not reach the goal: " % broken["val"][7]["name"]):
         build.write_data(type(data)(broken, data.recipes_bytes, data.license_bytes), existing_data, progress=False)
     _assert_untouched(existing_data)
@@ -111,7 +111,7 @@ def test_a_losing_gold_trajectory_fails_the_build(data, existing_data, monkeypat
 def test_a_step_count_that_is_not_the_gold_length_fails_the_build(data, existing_data, monkeypatch):
     broken = {split: [dict(row) for row in rows] for split, rows in data.tasks.items()}
     broken["train"][3]["num_craft_steps"] += 1
-    monkeypatch.setattr(build, "check_release", lambda data: None)
+    monkeypatch.setattr(build, "check_release", lambda data, lines=None: None)
     with pytest.raises(build.BuildError, match="^%s: num_craft_steps is " % broken["train"][3]["name"]):
         build.write_data(type(data)(broken, data.recipes_bytes, data.license_bytes), existing_data, progress=False)
     _assert_untouched(existing_data)

@@ -163,7 +163,7 @@ def main() -> None:
                 if spec.name == "sft" or spec.name.startswith("sft-"):
                     continue
                 for split in spec.splits:
-                    store.parquet_bytes(build.config_rows(spec, source, split), spec.features)
+                    store.parquet_bytes(build.config_rows(spec, source, split), spec.arrow_schema)
 
         def build_once():
             with tempfile.TemporaryDirectory() as tmp:

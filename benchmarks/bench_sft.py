@@ -33,7 +33,7 @@ def build_once(data: store.Records) -> tuple:
     for name in SFT_CONFIGS:
         spec = configs.CONFIGS[name]
         for split in spec.splits:
-            size += len(store.parquet_bytes(build.config_rows(spec, data, split), spec.features))
+            size += len(store.parquet_bytes(build.config_rows(spec, data, split), spec.arrow_schema))
     return rendered - started, time.perf_counter() - rendered, size
 
 

@@ -11,12 +11,13 @@ staging directory that replaces ``data/`` only when complete, so a failed build 
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from tqdm.auto import tqdm
 
-from . import configs, game, records, sft, store
+from . import background, configs, game, records, sft, store
 from .errors import UserError
 from .store import Records
 
@@ -132,31 +133,56 @@ def records_failure(data: Records) -> Optional[str]:
     return gold_failure(data.world, data.tasks)
 
 
-def verified_products(data: Records, names: Optional[Sequence[str]] = None) -> Dict[str, bytes]:
-    """Every file of ``data/`` (:func:`product_files`), made only from records that pass :func:`verify_records`.
+Extra = Callable[[Records], Dict[str, bytes]]  # more files made from the records (the root index files)
 
-    The records are checked (:func:`records_failure`) in a second process
-    (:func:`tcsynth.harbor.gold.in_background`) while the products are made; nothing is returned, so
-    nothing is written, unless they pass.  When making the products fails too, the records' failure is
-    reported first: it is the cause.
+
+def verified_products(data: Records, names: Optional[Sequence[str]] = None, progress: bool = True,
+                      extra: Optional[Extra] = None) -> Tuple[Dict[str, bytes], Dict[str, bytes]]:
+    """Every file of ``data/`` (:func:`product_files`) and ``extra(data)``, made only from records that pass
+    :func:`verify_records`.
+
+    Two processes share the work (:mod:`tcsynth.background`).  This one makes the sft files of the train
+    split, most of the work: it renders the conversations first and imports ``datasets`` (for the
+    features) only then.  Meanwhile a forked child checks the records (:func:`records_failure`) and, if they
+    pass, makes every other file and ``extra``.  Nothing is returned, so nothing is written, unless the
+    records pass; when making the files fails too, the records' failure is reported first: it is the cause.
     """
-    from .harbor.gold import in_background
-
     for split in data.tasks:
         data.tasks[split]  # the rows are made before the fork, so both processes share them
     data.world, data.world_name  # and a world that does not read fails here, in this process
-    wait_for_gold = in_background(records_failure, data)
+    jobs = product_jobs(names)
+    recursive = [job for job in jobs if job[0].kind == configs.SFT_RECURSIVE]
+    mine = [job for job in jobs if job[0].kind == configs.SFT] + recursive
+    theirs = [job for job in jobs if job not in mine]
+    gc.freeze()  # the rows live to the end: no collection walks them (nor copies their pages into the child)
+    wait = background.start(_checked_files, data, theirs, extra, what="the process checking the records")
     try:
-        files = product_files(data, names)
+        # The optional sft-recursive config is most of the work when present: two forked workers render
+        # it (before this process starts the Parquet threads), beside the child.
+        rendered = {job: config_rows(job[0], data, job[1], progress, processes=2) for job in recursive}
+        files = product_files(data, jobs=mine, progress=progress, rendered=rendered)
     except BaseException:
-        problem = wait_for_gold()
+        try:
+            problem = wait()[0]
+        except Exception:
+            problem = None
         if problem:
             raise BuildError(problem)
         raise
-    problem = wait_for_gold()
+    problem, theirs_files, extra_files = wait()
+    gc.unfreeze()
     if problem:
         raise BuildError(problem)
-    return files
+    files.update(theirs_files)
+    return dict(sorted(files.items())), extra_files
+
+
+def _checked_files(data: Records, jobs: Sequence["Job"], extra: Optional[Extra]) -> Tuple[Optional[str], Dict[str, bytes], Dict[str, bytes]]:
+    """The child's share: the records' failure (or None), then, if they pass, the files of ``jobs`` and ``extra``."""
+    problem = records_failure(data)
+    if problem:
+        return problem, {}, {}
+    return None, product_files(data, jobs=jobs, progress=False), extra(data) if extra else {}
 
 
 # --------------------------------------------------------------------------------------------- config rows
@@ -185,16 +211,17 @@ def recipe_rows(data: Records) -> List[Dict[str, Any]]:
     return rows
 
 
-def config_rows(spec: configs.ConfigSpec, data: Records, split: str) -> List[Dict[str, Any]]:
-    """The rows of one split of a config, from the records (sft rows with messages as JSON text)."""
+def config_rows(spec: configs.ConfigSpec, data: Records, split: str, progress: bool = True, processes: int = 1) -> List[Dict[str, Any]]:
+    """The rows of one split of a config, from the records (sft rows with messages as JSON text);
+    ``processes`` > 1 renders sft-recursive in that many forked processes."""
     if spec.kind == configs.RECIPES:
         return recipe_rows(data)
     if spec.kind == configs.SFT:
-        rows = sft.sft_rows(data, split, parallel=spec.parallel)
+        rows = sft.sft_rows(data, split, parallel=spec.parallel, progress=progress)
     elif spec.kind == configs.SFT_RECURSIVE:
         from . import sft_recursive
 
-        rows = sft_recursive.sft_recursive_rows(data, split)
+        rows = sft_recursive.sft_recursive_rows(data, split, progress=progress, processes=processes)
     else:
         rows = data.tasks[split]
     return [row for row in rows if spec.keeps(row)]
@@ -244,34 +271,56 @@ def config_names(data_dir: Optional[Path] = None, optional: bool = False) -> Lis
     ]
 
 
-def product_files(data: Records, names: Optional[Sequence[str]] = None) -> Dict[str, bytes]:
-    """Every file of ``data/`` ({relative path: bytes}) for the configs ``names`` (default: all), derived
-    from the records.
+Job = Tuple[configs.ConfigSpec, str]  # a config and one of its splits: one Parquet file
 
-    Parquet encoding and compression run in worker threads (pyarrow releases the GIL) while this thread
-    makes the next config's rows: the sft conversations are rendered beside the task files' writing.
+
+def product_jobs(names: Optional[Sequence[str]] = None) -> List[Job]:
+    """The Parquet files of the configs ``names`` (default: all), as (config, split), in config order."""
+    return [(spec, split) for spec in configs.CONFIGS.values() if names is None or spec.name in names for split in spec.splits]
+
+
+def product_files(data: Records, names: Optional[Sequence[str]] = None, jobs: Optional[Sequence[Job]] = None,
+                  progress: bool = True, shared_files: bool = True, rendered: Optional[Mapping[Job, List[Dict[str, Any]]]] = None) -> Dict[str, bytes]:
+    """Files of ``data/`` ({relative path: bytes}) derived from the records: the Parquet files of ``jobs``
+    (default: every split of the configs ``names``, default all; ``rendered`` holds rows already made for
+    some) and, with ``shared_files``, the world and its license.
+
+    This thread makes each file's rows and Arrow table; Parquet encoding and compression run in worker
+    threads (pyarrow releases the GIL) meanwhile.  A config of one difficulty whose whole config is made
+    here too (``sft-easy`` of ``sft``) is that table filtered, not its rows converted again.
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    files = {records.RECIPES_FILE: data.recipes_bytes, records.LICENSE_FILE: data.license_bytes}
-    jobs = {}
+    import pyarrow.compute as pc
+
+    files = {records.RECIPES_FILE: data.recipes_bytes, records.LICENSE_FILE: data.license_bytes} if shared_files else {}
+    pending = {}
+    tables = {}  # (config, split) -> its Arrow table, for the configs that are filtered from it
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for spec in configs.CONFIGS.values():
-            if names is not None and spec.name not in names:
-                continue
-            for split in spec.splits:
-                rows = config_rows(spec, data, split)
-                jobs["%s/%s.parquet" % (spec.name, split)] = pool.submit(store.parquet_bytes, rows, configs.features(spec.kind))
-        for relative, job in jobs.items():
+        for spec, split in product_jobs(names) if jobs is None else jobs:
+            whole = tables.get((configs.whole_config(spec), split))
+            if whole is not None:
+                table = whole.filter(pc.equal(whole["difficulty"], spec.difficulty))
+            else:
+                rows = rendered[spec, split] if rendered and (spec, split) in rendered else config_rows(spec, data, split, progress)
+                table = tables[spec.name, split] = store.arrow_table(rows, configs.arrow_schema(spec.kind))
+            pending["%s/%s.parquet" % (spec.name, split)] = pool.submit(store.table_parquet_bytes, table)
+        for relative, job in pending.items():
             files[relative] = job.result()
     return files
 
 
-def write_data(data: Records, data_dir: Path, log: Optional[Log] = None, progress: bool = True, names: Optional[Sequence[str]] = None) -> List[str]:
+def write_data(data: Records, data_dir: Path, log: Optional[Log] = None, progress: bool = True, names: Optional[Sequence[str]] = None,
+               index_dir: Optional[Path] = None) -> List[str]:
     """Verify ``data`` and make ``data_dir`` hold exactly its products (the configs ``names``, default all);
-    returns the relative paths written."""
-    files = verified_products(data, names)
+    returns the relative paths written.  With ``index_dir``, the root index files (``registry.json``,
+    ``task-index.json``, ``splits.json``) are written there too, once ``data_dir`` is complete."""
+    from . import harbor
+
+    files, index = verified_products(data, names, progress, extra=harbor.root_index_files if index_dir is not None else None)
     store.replace_directory(Path(data_dir), files)
+    if index_dir is not None:
+        harbor.write_root_files(Path(index_dir), index)
     if log:
         for relative in sorted(files):
             log("wrote %s (%d bytes)" % (Path(data_dir) / relative, len(files[relative])))
@@ -326,8 +375,9 @@ def write_dataset(out: Path, data: Records, card: bytes, progress: bool = True, 
     index files."""
     from . import harbor
 
-    files = {"data/" + relative: payload for relative, payload in verified_products(data, names).items()}
-    files.update(harbor.root_index_files(data))
+    products, index = verified_products(data, names, progress, extra=harbor.root_index_files)
+    files = {"data/" + relative: payload for relative, payload in products.items()}
+    files.update(index)
     files["README.md"] = card
     files[DATASET_MARKER] = b"A dataset written by textcraft-synth generate-world; it may replace this directory.\n"
     store.replace_directory(out, files)

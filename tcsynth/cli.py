@@ -64,9 +64,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     for mismatch in version_mismatches():
         _log("note: %s; the Parquet files may not match the committed bytes (pip install '.[build]')" % mismatch)
     data = store.load_records(data_dir)
-    written = write_data(data, data_dir, log=_log if args.verbose else None, progress=not args.quiet, names=config_names(data_dir))
+    written = write_data(data, data_dir, log=_log if args.verbose else None, progress=not args.quiet, names=config_names(data_dir), index_dir=index_dir)
     print("rebuilt %d files in %s from its records" % (len(written), data_dir))
-    harbor.write_index_files(index_dir, data)
     print("wrote %s to %s" % (", ".join(harbor.ROOT_INDEX_FILES), index_dir))
     if args.harbor:
         tasks = harbor.export_harbor(Path(args.harbor), data, force=args.force, progress=not args.quiet)

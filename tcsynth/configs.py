@@ -10,7 +10,7 @@ the two together).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 from . import records
 from .errors import UserError
@@ -58,6 +58,11 @@ class ConfigSpec:
     def features(self) -> Any:
         """Its ``datasets.Features`` (see :func:`features`)."""
         return features(self.kind)
+
+    @property
+    def arrow_schema(self) -> Any:
+        """The Arrow schema of its Parquet files (see :func:`arrow_schema`)."""
+        return arrow_schema(self.kind)
 
     def keeps(self, row: Any) -> bool:
         """Whether a row of its kind belongs to this config (its difficulty filter)."""
@@ -129,6 +134,16 @@ DEFAULT_CONFIG = records.TASKS_CONFIG
 TASK_CONFIGS = tuple(name for name, spec in CONFIGS.items() if spec.holds_tasks)
 
 
+def whole_config(spec: ConfigSpec) -> Optional[str]:
+    """The config that ``spec`` is one difficulty of (``sft`` for ``sft-easy``), or None."""
+    if spec.difficulty is None:
+        return None
+    for other in CONFIGS.values():
+        if other.kind == spec.kind and other.parallel == spec.parallel and other.difficulty is None and other.splits == spec.splits:
+            return other.name
+    return None
+
+
 def task_config(name: str, split: str) -> ConfigSpec:
     """The task config ``name``, checked to have ``split``; :class:`UserError` naming the choices otherwise."""
     spec = CONFIGS.get(name)
@@ -139,55 +154,100 @@ def task_config(name: str, split: str) -> ConfigSpec:
     return spec
 
 
+# The row schema of each config kind, written in the form ``datasets.Features.to_dict()`` gives (``Value``,
+# ``List``, ``Json``; a plain dict is a struct).  Both the ``datasets`` features (:func:`features`) and the
+# Arrow schema the Parquet files are written with (:func:`arrow_schema`) are read from it, so the build
+# needs no ``datasets`` import; a test holds the two equal to what ``datasets`` itself derives.
+def _value(dtype: str) -> Dict[str, Any]:
+    return {"dtype": dtype, "_type": "Value"}
+
+
+def _list(feature: Any) -> Dict[str, Any]:
+    return {"feature": feature, "_type": "List"}
+
+
+def _feature_dicts() -> Dict[str, Dict[str, Any]]:
+    int64, string = _value("int64"), _value("string")
+    counts = _list({"item": string, "count": int64})
+    task = {
+        "name": string,
+        "split": string,
+        "index": int64,
+        "difficulty": string,
+        "max_depth": int64,
+        "num_craft_steps": int64,
+        "max_steps": int64,
+        "goal": string,
+        "source_task_id": string,
+        "env_task_id": string,
+        "env_split_task_id": string,
+        "target_items": counts,
+        "initial_inventory": counts,
+        "gold_trajectory": _list({"item": string, "crafts": int64, "count": int64, "ingredients": counts}),
+    }
+    assert tuple(task) == records.TASK_COLUMNS
+    recipe = {"item": string, "depth": int64, "is_base": _value("bool"), "result_count": int64, "ingredients": counts}
+    # Messages and tools are JSON values, not Arrow structs: structs would merge keys across messages
+    # (adding nulls), and tool-call arguments must reach chat templates as dicts.
+    json_value = {"_type": "Json"}
+    sft = dict({column: task[column] for column in SFT_TASK_COLUMNS}, messages=_list(json_value), tools=json_value)
+    sft.update((column, int64) for column in SFT_SIZE_COLUMNS)
+    assert tuple(sft) == SFT_COLUMNS
+    tree = dict(
+        {column: task[column] for column in ("name", "split", "difficulty")},
+        agent_path=string,
+        parent_path=string,
+        depth=int64,
+        targets=counts,
+        initial_inventory=counts,
+        num_steps=int64,
+        messages=_list(json_value),
+        tools=json_value,
+    )
+    tree.update((column, int64) for column in SFT_SIZE_COLUMNS)
+    assert tuple(tree) == SFT_RECURSIVE_COLUMNS
+    return {TASKS: task, RECIPES: recipe, SFT: sft, SFT_RECURSIVE: tree}
+
+
+FEATURE_DICTS: Dict[str, Dict[str, Any]] = _feature_dicts()
 _FEATURES: Dict[str, Any] = {}
+_SCHEMAS: Dict[str, Any] = {}
 
 
 def features(kind: str) -> Any:
     """The ``datasets.Features`` of a config kind (``datasets`` is imported here, on first use)."""
-    if not _FEATURES:
+    if kind not in _FEATURES:
         import datasets
 
-        counts = datasets.List({"item": datasets.Value("string"), "count": datasets.Value("int64")})
-        int64, string = datasets.Value("int64"), datasets.Value("string")
-        task = {
-            "name": string,
-            "split": string,
-            "index": int64,
-            "difficulty": string,
-            "max_depth": int64,
-            "num_craft_steps": int64,
-            "max_steps": int64,
-            "goal": string,
-            "source_task_id": string,
-            "env_task_id": string,
-            "env_split_task_id": string,
-            "target_items": counts,
-            "initial_inventory": counts,
-            "gold_trajectory": datasets.List({"item": string, "crafts": int64, "count": int64, "ingredients": counts}),
-        }
-        assert tuple(task) == records.TASK_COLUMNS
-        recipe = {"item": string, "depth": int64, "is_base": datasets.Value("bool"), "result_count": int64, "ingredients": counts}
-        # Messages and tools are JSON values, not Arrow structs: structs would merge keys across messages
-        # (adding nulls), and tool-call arguments must reach chat templates as dicts.
-        sft = dict({column: task[column] for column in SFT_TASK_COLUMNS}, messages=datasets.List(datasets.Json()), tools=datasets.Json())
-        sft.update((column, int64) for column in SFT_SIZE_COLUMNS)
-        assert tuple(sft) == SFT_COLUMNS
-        tree = dict(
-            {column: task[column] for column in ("name", "split", "difficulty")},
-            agent_path=string,
-            parent_path=string,
-            depth=int64,
-            targets=counts,
-            initial_inventory=counts,
-            num_steps=int64,
-            messages=datasets.List(datasets.Json()),
-            tools=datasets.Json(),
-        )
-        tree.update((column, int64) for column in SFT_SIZE_COLUMNS)
-        assert tuple(tree) == SFT_RECURSIVE_COLUMNS
-        _FEATURES.update({TASKS: datasets.Features(task), RECIPES: datasets.Features(recipe), SFT: datasets.Features(sft)})
-        _FEATURES[SFT_RECURSIVE] = datasets.Features(tree)
+        _FEATURES[kind] = datasets.Features.from_dict(FEATURE_DICTS[kind])
     return _FEATURES[kind]
+
+
+def arrow_schema(kind: str) -> Any:
+    """The Arrow schema of a config kind's Parquet files: what ``features(kind).arrow_schema`` is, made
+    with ``pyarrow`` alone (the build does not import ``datasets``, ~1 s)."""
+    schema = _SCHEMAS.get(kind)
+    if schema is None:
+        import json
+
+        import pyarrow as pa
+
+        metadata = {"huggingface": json.dumps({"info": {"features": FEATURE_DICTS[kind]}})}
+        schema = _SCHEMAS[kind] = pa.schema([pa.field(name, _arrow_type(feature)) for name, feature in FEATURE_DICTS[kind].items()], metadata=metadata)
+    return schema
+
+
+def _arrow_type(feature: Mapping[str, Any]) -> Any:
+    import pyarrow as pa
+
+    kind = feature.get("_type")
+    if kind is None:  # a struct
+        return pa.struct([pa.field(name, _arrow_type(value)) for name, value in feature.items()])
+    if kind == "List":
+        return pa.list_(_arrow_type(feature["feature"]))
+    if kind == "Json":
+        return pa.json_()
+    return {"string": pa.string(), "int64": pa.int64(), "bool": pa.bool_()}[feature["dtype"]]
 
 
 def card_configs_yaml(names: Optional[Iterable[str]] = None) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Iterable, List, Mapping
 
+from .game import dumps
+
 SYSTEM_PROMPT = """\
 You are playing TextCraft, a crafting game. You start with an inventory of materials and must craft the \
 target items named in the goal.
@@ -118,5 +120,5 @@ def num_characters(messages: Iterable[Mapping[str, Any]]) -> int:
     for message in messages:
         total += len(message["content"])
         for call in message.get("tool_calls", ()):
-            total += len(call["function"]["name"]) + len(json.dumps(call["function"]["arguments"]))
+            total += len(call["function"]["name"]) + len(dumps(call["function"]["arguments"]))
     return total

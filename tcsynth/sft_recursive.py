@@ -36,7 +36,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from tqdm.auto import tqdm
 
-from . import game, prompts, records, recursive
+from . import background, game, prompts, records, recursive
 from .errors import UserError
 from .store import Records
 
@@ -201,8 +201,9 @@ def verify(row: Mapping[str, Any], world: game.World, conversations: Mapping[str
     return verdicts
 
 
-def task_rows(row: Mapping[str, Any], world: game.World) -> List[Row]:
-    """The rows of one task (messages and tools as Python objects)."""
+def task_rows(row: Mapping[str, Any], world: game.World, encoded: bool = False) -> List[Row]:
+    """The rows of one task: messages and tools as Python objects, or with ``encoded`` as JSON text (how
+    the ``datasets.Json`` columns store them)."""
     rows = []
     for node, messages in task_conversations(row, world):
         rows.append(
@@ -216,8 +217,8 @@ def task_rows(row: Mapping[str, Any], world: game.World) -> List[Row]:
                 "targets": records.counts_to_list(node.targets),
                 "initial_inventory": records.counts_to_list(node.snapshot),
                 "num_steps": row["max_steps"] if node.num_steps is None else node.num_steps,
-                "messages": messages,
-                "tools": recursive.tool_schemas(node.can_delegate),
+                "messages": [game.dumps(message) for message in messages] if encoded else messages,
+                "tools": _tools_json(node.can_delegate) if encoded else recursive.tool_schemas(node.can_delegate),
                 "num_turns": sum(message["role"] == "assistant" for message in messages),
                 "num_tool_calls": sum(message["role"] == "tool" for message in messages),
                 "num_characters": prompts.num_characters(messages),
@@ -226,12 +227,40 @@ def task_rows(row: Mapping[str, Any], world: game.World) -> List[Row]:
     return rows
 
 
-def sft_recursive_rows(data: Records, split: str, progress: bool = True) -> List[Row]:
-    """The encoded rows (messages and tools as JSON text) of one split."""
-    rows = []
-    for row in tqdm(data.tasks[split], desc="rendering recursive sft (%s)" % split, unit="task", disable=not progress or None):
-        for out in task_rows(row, data.world):
-            out["messages"] = [json.dumps(message) for message in out["messages"]]
-            out["tools"] = json.dumps(out["tools"])
-            rows.append(out)
+_TOOLS_JSON: Dict[bool, str] = {}
+
+
+def _tools_json(can_delegate: bool) -> str:
+    """``json.dumps`` of an agent's tools, made once per process for each of the two sets."""
+    text = _TOOLS_JSON.get(can_delegate)
+    if text is None:
+        text = _TOOLS_JSON[can_delegate] = json.dumps(recursive.tool_schemas(can_delegate))
+    return text
+
+
+# Tasks per unit of work handed to a worker process (a few dozen units per split keep both cores busy).
+CHUNK_TASKS = 64
+_SHARED: Dict[str, Any] = {}  # the records, for the forked workers of sft_recursive_rows
+
+
+def _chunk_rows(bounds: Tuple[str, int, int]) -> List[Row]:
+    split, start, stop = bounds
+    data = _SHARED["data"]
+    return [out for row in data.tasks[split][start:stop] for out in task_rows(row, data.world, encoded=True)]
+
+
+def sft_recursive_rows(data: Records, split: str, progress: bool = True, processes: int = 1) -> List[Row]:
+    """The encoded rows (messages and tools as JSON text) of one split, rendered by up to ``processes``
+    forked processes (:func:`tcsynth.background.imap`), in task order whatever their number."""
+    tasks = data.tasks[split]
+    chunks = [(split, start, min(start + CHUNK_TASKS, len(tasks))) for start in range(0, len(tasks), CHUNK_TASKS)]
+    rows: List[Row] = []
+    _SHARED["data"] = data
+    try:
+        with tqdm(total=len(tasks), desc="rendering recursive sft (%s)" % split, unit="task", disable=not progress or None) as bar:
+            for (_, start, stop), chunk in zip(chunks, background.imap(_chunk_rows, chunks, processes)):
+                rows.extend(chunk)
+                bar.update(stop - start)
+    finally:
+        _SHARED.clear()
     return rows

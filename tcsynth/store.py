@@ -68,20 +68,31 @@ def _storage_type(data_type: pa.DataType) -> pa.DataType:
     return data_type
 
 
-def parquet_bytes(rows: List[Mapping[str, Any]], features: Any) -> bytes:
-    """The Parquet file of ``rows`` under the ``datasets`` features ``features`` (their metadata embedded).
+def parquet_bytes(rows: List[Mapping[str, Any]], schema: pa.Schema) -> bytes:
+    """The Parquet file of ``rows`` under the Arrow ``schema`` of a config (:func:`tcsynth.configs.arrow_schema`,
+    the ``datasets`` features in its metadata).
 
-    A ``datasets.Json`` value is given as its JSON text (Arrow builds no extension type from Python objects).
+    A JSON value (``datasets.Json``) is given as its JSON text (Arrow builds no extension type from Python objects).
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    return table_parquet_bytes(arrow_table(rows, schema))
 
-    schema = features.arrow_schema
+
+def arrow_table(rows: List[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    """``rows`` as an Arrow table of ``schema`` (JSON values given as their text, see :func:`parquet_bytes`)."""
+    import pyarrow as pa
+
     storage = pa.schema([field.with_type(_storage_type(field.type)) for field in schema], metadata=schema.metadata)
     # Column by column: the same table as ``Table.from_pylist(rows)``, without its per-row dict walk
     # (twice as fast on the sft configs' lists of message texts).
     columns = [pa.array([row.get(field.name) for row in rows], type=field.type) for field in storage]
-    table = pa.Table.from_arrays(columns, schema=storage).cast(schema)
+    return pa.Table.from_arrays(columns, schema=storage).cast(schema)
+
+
+def table_parquet_bytes(table: pa.Table) -> bytes:
+    """The Parquet file of ``table``, written with the fixed settings (:data:`PARQUET_OPTIONS`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, row_group_size=ROW_GROUP_ROWS, **PARQUET_OPTIONS)
     return sink.getvalue().to_pybytes()

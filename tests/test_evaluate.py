@@ -308,7 +308,7 @@ def test_the_real_loader_reads_the_data_dir_it_is_given(tmp_path, data, repo):
     shutil.copy(store.parquet_path(repo / "data", records.TASKS_CONFIG, "train"), store.parquet_path(copy, records.TASKS_CONFIG, "train"))
     from tcsynth import configs
 
-    store.parquet_path(copy, records.TASKS_CONFIG, "val").write_bytes(store.parquet_bytes(data.tasks["val"][:3], configs.features(configs.TASKS)))
+    store.parquet_path(copy, records.TASKS_CONFIG, "val").write_bytes(store.parquet_bytes(data.tasks["val"][:3], configs.arrow_schema(configs.TASKS)))
     out = tmp_path / "run"
     assert run_cli("--agent", "planner", "--batch", "--data-dir", str(copy), "--out", str(out)) == 0
     episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]

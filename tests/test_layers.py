@@ -20,6 +20,7 @@ PACKAGE = REPO / "tcsynth"
 # Lowest first.  A module imports only from the layers before its own.
 LAYERS = (
     ("errors", "game", "templating"),  # the standard-library engine knows nothing of the package
+    ("background",),  # a function run in a forked second process (the build's and the export's other core)
     ("records", "prompts"),  # the row schema and its facts; what an agent is told
     ("store", "configs", "toolcalls", "recursive"),  # where records live; the configs as data; reading calls; the recursive rules
     ("sft", "harbor", "env", "rewards", "agents", "generate", "sft_recursive"),  # products, which never import each other

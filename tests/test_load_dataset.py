@@ -5,8 +5,8 @@ from __future__ import annotations
 import datasets
 import pytest
 
-from tcsynth import records, store
-from tcsynth.configs import CONFIGS, TASKS, features
+from tcsynth import configs, records, store
+from tcsynth.configs import CONFIGS, TASKS, arrow_schema, features
 from textcraft_synth import TextCraftSynth
 
 EXPECTED_ROWS = {
@@ -121,7 +121,7 @@ def test_builder_verify_replays_gold_and_can_be_turned_off(tmp_path, small_world
     data = store.load_records(broken)
     data.tasks["val"][0]["gold_trajectory"].pop()
     path = store.parquet_path(broken, records.TASKS_CONFIG, "val")
-    path.write_bytes(store.parquet_bytes(data.tasks["val"], features(TASKS)))
+    path.write_bytes(store.parquet_bytes(data.tasks["val"], arrow_schema(TASKS)))
     strict = TextCraftSynth(config_name="tasks", records_dir=str(broken), cache_dir=str(tmp_path / "a"))
     with pytest.raises(Exception) as caught:  # datasets wraps it in DatasetGenerationError
         strict.download_and_prepare()
@@ -129,3 +129,18 @@ def test_builder_verify_replays_gold_and_can_be_turned_off(tmp_path, small_world
     lenient = TextCraftSynth(config_name="tasks", records_dir=str(broken), verify=False, cache_dir=str(tmp_path / "b"))
     lenient.download_and_prepare()
     assert len(lenient.as_dataset(split="val")) == 8
+
+
+@pytest.mark.parametrize("kind", sorted({spec.kind for spec in CONFIGS.values()}))
+def test_the_arrow_schema_is_what_datasets_derives_from_the_features(kind, repo):
+    """The build writes Parquet with a schema made by pyarrow alone; it must be datasets' own, metadata too,
+    and every committed file of that kind must carry it."""
+    import pyarrow.parquet as pq
+
+    assert arrow_schema(kind).equals(features(kind).arrow_schema, check_metadata=True)
+    assert features(kind).to_dict() == configs.FEATURE_DICTS[kind]
+    for spec in CONFIGS.values():
+        for split in spec.splits if spec.kind == kind else ():
+            path = repo / "data" / spec.name / ("%s.parquet" % split)
+            if path.exists():
+                assert pq.read_schema(path).metadata[b"huggingface"] == arrow_schema(kind).metadata[b"huggingface"], path

@@ -341,7 +341,7 @@ def write_sft_repo(root: Path, data: store.Records) -> None:
     for split in records.SPLITS:
         path = store.parquet_path(root / "data", "sft", split)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(store.parquet_bytes(sft.sft_rows(data, split)[:6], configs.features(configs.SFT)))
+        path.write_bytes(store.parquet_bytes(sft.sft_rows(data, split)[:6], configs.arrow_schema(configs.SFT)))
     (root / "README.md").write_text(
         "---\nconfigs:\n- config_name: sft\n  data_files:\n"
         "  - split: train\n    path: data/sft/train.parquet\n  - split: val\n    path: data/sft/val.parquet\n---\n"

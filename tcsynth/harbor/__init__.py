@@ -25,7 +25,7 @@ and the verifier.  The modules, each with one job, in the order data flows throu
 
 from .digest import FileDigests, directory_digest, digest_of, is_hashed
 from .check import verify_export
-from .export import export_harbor, root_index_files, select_tasks, task_digests, write_index_files
+from .export import export_harbor, root_index_files, select_tasks, task_digests, write_index_files, write_root_files
 from .files import SharedBytes, agent_timeout_sec, game_bytes, gold_commands, task_files
 from .index import card_bytes, index_files
 from .layout import (
@@ -67,6 +67,7 @@ __all__ = [
     "task_digests",
     "task_files",
     "write_index_files",
+    "write_root_files",
     "verify_export",
     "write_task",
 ]

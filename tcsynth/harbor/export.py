@@ -11,13 +11,13 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from .. import records, store
+from .. import background, records, store
 from .columns import GoldColumns, command_texts, commands_text, gold_failure
 from .digest import FileDigests
 from .files import SharedBytes, gold_commands, row_gold, task_files
-from .gold import first_failure, in_background
+from .gold import first_failure
 from .index import card_bytes, index_files
-from .layout import CARD_FILE, LICENSE_FILE, ROOT_INDEX_FILES, ExportError
+from .layout import CARD_FILE, LICENSE_FILE, ExportError
 from .writer import check_target, write_tree
 
 Rows = Dict[str, List[Mapping[str, Any]]]
@@ -118,7 +118,7 @@ def export_harbor(
     tasks = selection.tasks
     rows = selection.rows
     if len(rows) >= 256:  # enough rows to pay for a second process
-        wait_for_gold = in_background(selection.gold_failure)
+        wait_for_gold = background.start(selection.gold_failure, what="the process checking the gold solutions")
     else:
         problem = selection.gold_failure()
         wait_for_gold = lambda: problem  # noqa: E731
@@ -149,14 +149,19 @@ def export_harbor(
 
 def write_index_files(out: Path, data: store.Records, splits: Optional[Sequence[str]] = None, limit: Optional[int] = None) -> List[str]:
     """Write (or overwrite) only the three root index files into the existing directory ``out``."""
+    return write_root_files(out, root_index_files(data, splits, limit))
+
+
+def write_root_files(out: Path, files: Mapping[str, bytes]) -> List[str]:
+    """Write (or overwrite) ``files`` ({name: bytes}) into the existing directory ``out``, each atomically."""
     out = Path(out)
     if not out.is_dir():
         raise ExportError("%s is not a directory" % out)
-    for name, payload in root_index_files(data, splits, limit).items():
+    for name, payload in files.items():
         temporary = out / (".%s.tmp" % name)
         try:
             temporary.write_bytes(payload)
             os.replace(temporary, out / name)
         except OSError as error:
             raise ExportError("cannot write %s: %s" % (out / name, error.strerror or error))
-    return list(ROOT_INDEX_FILES)
+    return list(files)

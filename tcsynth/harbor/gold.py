@@ -5,8 +5,7 @@ Played in a forked process on the second core while the files are rendered, so i
 
 from __future__ import annotations
 
-import os
-from typing import Any, Callable, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional
 
 from .. import game, records
 from .layout import ExportError
@@ -31,44 +30,3 @@ def first_failure(world: game.World, rows: Iterable[Mapping[str, Any]]) -> Optio
     except ExportError as error:
         return str(error)
     return None
-
-
-def _worker(function: Callable[..., Any], args: Sequence[Any], connection: Any) -> None:
-    try:
-        connection.send(function(*args))
-    finally:
-        connection.close()
-
-
-def in_background(function: Callable[..., Optional[str]], *args: Any) -> Callable[[], Optional[str]]:
-    """Start ``function(*args)``; return a function that waits for it and returns its result (a message or None).
-
-    Where ``fork`` exists and there is a second core, a forked process runs it (the arguments are shared
-    copy-on-write, nothing is pickled but the result); elsewhere it runs right away.  Fork before starting
-    threads.
-    """
-    import multiprocessing
-
-    if "fork" not in multiprocessing.get_all_start_methods() or (os.cpu_count() or 1) < 2:
-        result = function(*args)
-        return lambda: result
-    context = multiprocessing.get_context("fork")
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_worker, args=(function, args, sender), daemon=True)
-    process.start()
-    sender.close()
-
-    outcome: List[Optional[str]] = []
-
-    def wait() -> Optional[str]:
-        if not outcome:  # the first call waits; later calls give the same answer
-            try:
-                outcome.append(receiver.recv())
-            except EOFError:
-                outcome.append("the process checking the gold solutions died (exit code %s)" % process.exitcode)
-            finally:
-                receiver.close()
-                process.join()
-        return outcome[0]
-
-    return wait

@@ -179,10 +179,18 @@ def verify_row(row, world: World) -> Verdict:
 
 
 def main(argv=None) -> int:
+    """Run one command (``main(["replay", "val:3", "--gold"])``); returns its exit status."""
     from tcsynth.cli import main as cli_main
 
     return cli_main(argv)
 
 
+def console() -> None:
+    """The ``textcraft-synth`` command and ``python -m textcraft_synth``: run, then exit the process."""
+    from tcsynth.cli import entry
+
+    entry()
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    console()

@@ -82,14 +82,24 @@ def check_release(data: Records, lines: Optional[Mapping[str, List[Dict[str, Any
 
 
 def gold_failure(world: game.World, tasks: Mapping[str, List[Dict[str, Any]]], progress: bool = False) -> Optional[str]:
-    """The first task whose gold trajectory does not reach its goal in the engine, as a message, or None."""
+    """The first task whose gold trajectory does not reach its goal in the engine, as a message, or None.
+
+    Each gold craft goes straight to the engine's ``craft`` tool (the calls are the records' own, so there
+    is nothing to parse), then ``finish``; every craft must be accepted and the episode must succeed.
+    """
     total = sum(len(rows) for rows in tasks.values())
     with tqdm(total=total, desc="replaying gold trajectories", unit="task", disable=not progress or None) as bar:
         for rows in tasks.values():
             for row in rows:
-                verdict = game.replay(world, records.engine_task(row), records.gold_tool_calls(row))
-                if not verdict.success:
-                    return "%s: the gold trajectory does not reach the goal: %s" % (row["name"], verdict.reason)
+                task = records.engine_task(row)
+                played = game.Game.for_task(world, task)
+                for number, (item, count, ingredients) in enumerate(records.gold_steps(row), 1):
+                    answer = played.craft(ingredients, [item, count])
+                    if not game.craft_succeeded(answer):
+                        return "%s: the gold trajectory does not reach the goal: craft %d: %s" % (row["name"], number, answer)
+                played.finish(records.finish_message(task["target_items"]))
+                if not played.succeeded():
+                    return "%s: the gold trajectory does not reach the goal: %s" % (row["name"], game.judge(played, 0, []).reason)
                 bar.update(1)
     return None
 
@@ -152,7 +162,7 @@ def verified_products(data: Records, names: Optional[Sequence[str]] = None, prog
     data.world, data.world_name  # and a world that does not read fails here, in this process
     jobs = product_jobs(names)
     recursive = [job for job in jobs if job[0].kind == configs.SFT_RECURSIVE]
-    mine = [job for job in jobs if job[0].kind == configs.SFT] + recursive
+    mine = [job for job in jobs if job[0].kind == configs.SFT and job[1] == "train"] + recursive
     theirs = [job for job in jobs if job not in mine]
     gc.freeze()  # the rows live to the end: no collection walks them (nor copies their pages into the child)
     wait = background.start(_checked_files, data, theirs, extra, what="the process checking the records")

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, NoReturn, Optional
 
 from . import configs, game, records, store
 from .errors import UserError
@@ -351,7 +351,7 @@ def parser() -> argparse.ArgumentParser:
     data_dir_option(sub, fixed=True)
     sub.add_argument("-v", "--verbose", action="store_true", help="list the files written")
     quiet_option(sub)
-    sub.set_defaults(run=cmd_build_data)
+    sub.set_defaults(run=cmd_build_data, quick_exit=True)
 
     sub = commands.add_parser("build", help="rebuild every product from the records in data/")
     data_dir_option(sub, fixed=True)
@@ -360,7 +360,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--force", action="store_true", help="with --harbor: replace DIR even when it is not an earlier export")
     sub.add_argument("-v", "--verbose", action="store_true", help="list the files written")
     quiet_option(sub)
-    sub.set_defaults(run=cmd_build)
+    sub.set_defaults(run=cmd_build, quick_exit=True)
 
     sub = commands.add_parser("replay", help="replay tool calls (or the gold trajectory) on a task and print the verdict")
     task_argument(sub)
@@ -387,7 +387,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--index-only", action="store_true", help="write only registry.json, task-index.json and splits.json into the existing directory OUT")
     quiet_option(sub)
     data_dir_option(sub)
-    sub.set_defaults(run=cmd_export_harbor)
+    sub.set_defaults(run=cmd_export_harbor, quick_exit=True)
 
     sub = commands.add_parser("verify-export", help="check a Harbor export against its task-index.json (every content hash) and registry.json")
     sub.add_argument("dir", help="the export's root directory")
@@ -414,7 +414,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--recursive", action="store_true", help="also write the sft-recursive config (its trees of agents take minutes to render)")
     sub.add_argument("--force", action="store_true", help="replace OUT even when it holds files that are not a generated dataset")
     quiet_option(sub)
-    sub.set_defaults(run=cmd_generate_world)
+    sub.set_defaults(run=cmd_generate_world, quick_exit=True)
 
     sub = commands.add_parser("eval", help="run an agent on a split's tasks and write episodes and a summary")
     sub.add_argument("--agent", required=True, choices=sorted(AGENTS), help="the agent to run")
@@ -446,7 +446,30 @@ def _os_error_line(error: OSError) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Run one command; returns its exit status (for callers in this process)."""
+    return _run(parser().parse_args(argv))
+
+
+def entry(argv: Optional[List[str]] = None) -> NoReturn:
+    """The process's entry point (``textcraft-synth``, ``python -m textcraft_synth``): run, then exit.
+
+    The commands that hold every record (``build``, ``export-harbor``, ...) end with ``os._exit`` once their
+    output is flushed: freeing millions of small objects one by one at interpreter exit took half a second
+    and serves nothing (their files are closed and their child processes joined by then).
+    """
     args = parser().parse_args(argv)
+    code = _run(args)
+    if getattr(args, "quick_exit", False):
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+        os._exit(code)
+    sys.exit(code)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return args.run(args)
     except UserError as error:

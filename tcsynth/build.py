@@ -151,11 +151,12 @@ def verified_products(data: Records, names: Optional[Sequence[str]] = None, prog
     """Every file of ``data/`` (:func:`product_files`) and ``extra(data)``, made only from records that pass
     :func:`verify_records`.
 
-    Two processes share the work (:mod:`tcsynth.background`).  This one makes the sft files of the train
-    split, most of the work: it renders the conversations first and imports ``datasets`` (for the
-    features) only then.  Meanwhile a forked child checks the records (:func:`records_failure`) and, if they
-    pass, makes every other file and ``extra``.  Nothing is returned, so nothing is written, unless the
-    records pass; when making the files fails too, the records' failure is reported first: it is the cause.
+    Two processes share the work (:mod:`tcsynth.background`), split to take about as long on two cores:
+    this one renders the train split's sft conversations and makes their files; a forked child checks the
+    records (:func:`records_failure`) and, if they pass, makes every other file and ``extra``.  The optional
+    sft-recursive config, when asked for, is rendered first by two more forked workers.  Nothing is
+    returned, so nothing is written, unless the records pass; when making the files fails too, the
+    records' failure is reported first: it is the cause.
     """
     for split in data.tasks:
         data.tasks[split]  # the rows are made before the fork, so both processes share them
@@ -165,22 +166,23 @@ def verified_products(data: Records, names: Optional[Sequence[str]] = None, prog
     mine = [job for job in jobs if job[0].kind == configs.SFT and job[1] == "train"] + recursive
     theirs = [job for job in jobs if job not in mine]
     gc.freeze()  # the rows live to the end: no collection walks them (nor copies their pages into the child)
-    wait = background.start(_checked_files, data, theirs, extra, what="the process checking the records")
     try:
-        # The optional sft-recursive config is most of the work when present: two forked workers render
-        # it (before this process starts the Parquet threads), beside the child.
-        rendered = {job: config_rows(job[0], data, job[1], progress, processes=2) for job in recursive}
-        files = product_files(data, jobs=mine, progress=progress, rendered=rendered)
-    except BaseException:
+        wait = background.start(_checked_files, data, theirs, extra, what="the process checking the records")
         try:
-            problem = wait()[0]
-        except Exception:
-            problem = None
-        if problem:
-            raise BuildError(problem)
-        raise
-    problem, theirs_files, extra_files = wait()
-    gc.unfreeze()
+            # sft-recursive, when present, is most of the work: rendered before this process starts threads.
+            rendered = {job: config_rows(job[0], data, job[1], progress, processes=2) for job in recursive}
+            files = product_files(data, jobs=mine, progress=progress, rendered=rendered)
+        except BaseException:
+            try:
+                problem = wait()[0]
+            except Exception:
+                problem = None
+            if problem:
+                raise BuildError(problem)
+            raise
+        problem, theirs_files, extra_files = wait()
+    finally:
+        gc.unfreeze()
     if problem:
         raise BuildError(problem)
     files.update(theirs_files)

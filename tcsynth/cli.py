@@ -351,7 +351,7 @@ def parser() -> argparse.ArgumentParser:
     data_dir_option(sub, fixed=True)
     sub.add_argument("-v", "--verbose", action="store_true", help="list the files written")
     quiet_option(sub)
-    sub.set_defaults(run=cmd_build_data, quick_exit=True)
+    sub.set_defaults(run=cmd_build_data, quick_exit=True, without_pandas=True)
 
     sub = commands.add_parser("build", help="rebuild every product from the records in data/")
     data_dir_option(sub, fixed=True)
@@ -360,7 +360,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--force", action="store_true", help="with --harbor: replace DIR even when it is not an earlier export")
     sub.add_argument("-v", "--verbose", action="store_true", help="list the files written")
     quiet_option(sub)
-    sub.set_defaults(run=cmd_build, quick_exit=True)
+    sub.set_defaults(run=cmd_build, quick_exit=True, without_pandas=True)
 
     sub = commands.add_parser("replay", help="replay tool calls (or the gold trajectory) on a task and print the verdict")
     task_argument(sub)
@@ -414,7 +414,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--recursive", action="store_true", help="also write the sft-recursive config (its trees of agents take minutes to render)")
     sub.add_argument("--force", action="store_true", help="replace OUT even when it holds files that are not a generated dataset")
     quiet_option(sub)
-    sub.set_defaults(run=cmd_generate_world, quick_exit=True)
+    sub.set_defaults(run=cmd_generate_world, quick_exit=True, without_pandas=True)
 
     sub = commands.add_parser("eval", help="run an agent on a split's tasks and write episodes and a summary")
     sub.add_argument("--agent", required=True, choices=sorted(AGENTS), help="the agent to run")
@@ -458,6 +458,8 @@ def entry(argv: Optional[List[str]] = None) -> NoReturn:
     and serves nothing (their files are closed and their child processes joined by then).
     """
     args = parser().parse_args(argv)
+    if getattr(args, "without_pandas", False) and "pandas" not in sys.modules:
+        sys.meta_path.insert(0, _WithoutPandas)
     code = _run(args)
     if getattr(args, "quick_exit", False):
         try:
@@ -467,6 +469,22 @@ def entry(argv: Optional[List[str]] = None) -> NoReturn:
             pass
         os._exit(code)
     sys.exit(code)
+
+
+class _WithoutPandas:
+    """A meta path finder under which ``import pandas`` fails.
+
+    The commands that write Parquet never use pandas, but pyarrow imports it (~0.4 s, in each of the
+    build's processes) only to ask whether a list of rows holds pandas objects.  Under this finder pyarrow
+    behaves as if pandas were not installed, a configuration it supports.  Set in this process's entry
+    point only, never by the library.
+    """
+
+    @staticmethod
+    def find_spec(name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError("pandas is not used by this command", name=name)
+        return None
 
 
 def _run(args: argparse.Namespace) -> int:

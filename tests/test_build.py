@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -105,6 +106,15 @@ def test_a_losing_gold_trajectory_fails_the_build(data, existing_data, monkeypat
     monkeypatch.setattr(build, "check_release", lambda data, lines=None: None)
     with pytest.raises(build.BuildError, match="^%s: the gold trajectory does not reach the goal: " % broken["val"][7]["name"]):
         build.write_data(type(data)(broken, data.recipes_bytes, data.license_bytes), existing_data, progress=False)
+    _assert_untouched(existing_data)
+
+
+def test_a_checking_process_that_dies_stops_the_build(data, existing_data, monkeypatch):
+    from tcsynth import background
+
+    monkeypatch.setattr(background, "_child", lambda function, args, connection: os._exit(7))
+    with pytest.raises(background.BackgroundError, match=r"^the process checking the records died \(exit code 7\)$"):
+        build.write_data(data, existing_data, progress=False, names=["tasks", "recipes"])
     _assert_untouched(existing_data)
 
 

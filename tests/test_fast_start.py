@@ -4,6 +4,7 @@ turning rows into Python objects give exactly what the row-by-row paths give."""
 from __future__ import annotations
 
 import copy
+import shutil
 import subprocess
 import sys
 
@@ -14,9 +15,13 @@ from tcsynth.harbor import columns, export, files, gold
 
 # Runs `python -m textcraft_synth ARGS` in a fresh interpreter and reports, at exit, whether `datasets`
 # (or pandas, which pyarrow.dataset pulls in) was ever imported.
+# Commands that end with os._exit (cli.entry's quick exit) skip atexit, so the probe reports there too.
 PROBE = (
-    "import atexit, runpy, sys\n"
-    "atexit.register(lambda: sys.stderr.write('\\nIMPORTED %s\\n' % ' '.join(m for m in ('datasets', 'pandas') if m in sys.modules)))\n"
+    "import atexit, os, runpy, sys\n"
+    "report = lambda: sys.stderr.write('\\nIMPORTED %s\\n' % ' '.join(m for m in ('datasets', 'pandas') if sys.modules.get(m) is not None))\n"
+    "atexit.register(report)\n"
+    "exit_now = os._exit\n"
+    "os._exit = lambda code: (report(), sys.stderr.flush(), exit_now(code))\n"
     "sys.argv = ['textcraft_synth'] + sys.argv[1:]\n"
     "runpy.run_module('textcraft_synth', run_name='__main__')\n"
 )
@@ -44,6 +49,15 @@ def test_commands_that_read_parquet_do_not_import_datasets(repo, tmp_path, args)
     result, modules = _imported(repo, *(arg.format(tmp=tmp_path) for arg in args))
     assert result.returncode == 0, result.stderr[-2000:]
     assert modules == []
+
+
+def test_build_does_not_import_datasets(repo, tmp_path):
+    """build writes Parquet with a schema pyarrow makes (configs.arrow_schema), so it needs no datasets."""
+    shutil.copytree(repo / "data", tmp_path / "data", ignore=shutil.ignore_patterns("sft-recursive"))
+    result, modules = _imported(repo, "build", "-q", "--data-dir", str(tmp_path / "data"), "--index-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert modules == []
+    assert "rebuilt" in result.stdout
 
 
 def test_verify_export_does_not_import_datasets(repo, tmp_path):

@@ -406,9 +406,9 @@ def test_index_only_writes_just_the_three_files(tmp_path, data):
 
 def test_a_gold_checker_that_dies_stops_the_export(tmp_path, data, monkeypatch):
     # The forked checker's other failure: the process ends without an answer.
-    from tcsynth.harbor import gold
+    from tcsynth import background
 
-    monkeypatch.setattr(gold, "_worker", lambda world, rows, connection: os._exit(7))
-    with pytest.raises(harbor.ExportError, match=r"died \(exit code 7\)"):
+    monkeypatch.setattr(background, "_child", lambda function, args, connection: os._exit(7))
+    with pytest.raises(background.BackgroundError, match=r"^the process checking the gold solutions died \(exit code 7\)$"):
         harbor.export_harbor(tmp_path / "out", data, splits=["val"])
     assert list(tmp_path.iterdir()) == []

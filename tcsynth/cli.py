@@ -411,7 +411,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--train", type=_whole_number(0), default=None, help="train tasks (default: 2,522, split like textcraft-synth@1)")
     sub.add_argument("--val", type=_whole_number(0), default=None, help="val tasks (default: 632)")
     sub.add_argument("--counts", type=_counts_option, action="append", metavar="SPLIT=E,M,H,X", help="tasks of one split per difficulty (easy, medium, hard, extreme); repeatable")
-    sub.add_argument("--recursive", action="store_true", help="also write the sft-recursive config (its trees of agents take minutes to render)")
+    sub.add_argument("--recursive", action="store_true", help="also write the sft-recursive config (its trees of agents add about half a minute)")
     sub.add_argument("--force", action="store_true", help="replace OUT even when it holds files that are not a generated dataset")
     quiet_option(sub)
     sub.set_defaults(run=cmd_generate_world, quick_exit=True, without_pandas=True)

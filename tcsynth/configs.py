@@ -42,7 +42,7 @@ class ConfigSpec:
         difficulty (`str`, *optional*): keep only rows of this difficulty.
         parallel (`bool`, defaults to `True`): sft configs only: several tool calls per assistant turn
             (``False``: exactly one).
-        optional (`bool`, defaults to `False`): a dataset may go without it (it costs minutes to build):
+        optional (`bool`, defaults to `False`): a dataset may go without it (it costs most of a build):
             ``generate-world`` writes it on request, and ``build`` rebuilds it only where it already is.
     """
 

@@ -76,8 +76,9 @@ def tiny_tokenizer(texts: Sequence[str], vocab_size: int = 512):
     return add_response_schema(tokenizer)
 
 
-def tiny_model(tokenizer):
-    """A two-layer Llama-shaped causal LM with random weights, sized to ``tokenizer``."""
+def tiny_model(tokenizer, max_positions: int = 2048):
+    """A two-layer Llama-shaped causal LM with random weights, sized to ``tokenizer`` (the SFT test trains
+    one too, on conversations up to ``max_positions`` tokens)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -89,7 +90,7 @@ def tiny_model(tokenizer):
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=4,
-        max_position_embeddings=2048,
+        max_position_embeddings=max_positions,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         bos_token_id=None,

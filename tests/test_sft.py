@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterable, List
 
 import datasets
 import pytest
+import script_modules
 
 from tcsynth import build, cli, configs, game, prompts, records, sft, store
 
@@ -425,26 +426,6 @@ def family_tokenizer(rows: List[Dict[str, Any]], family: str):
     return tokenizer
 
 
-def tiny_llama(tokenizer):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    return LlamaForCausalLM(
-        LlamaConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=4,
-            max_position_embeddings=4096,
-            pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-        )
-    )
-
-
 @pytest.mark.parametrize("family", sorted(TRAINING_FAMILIES))
 def test_trl_sft_trainer_trains_exactly_the_assistant_turns_with_real_templates(family, data, world, offline_hf_home):
     import trl.chat_template_utils as templates
@@ -475,7 +456,7 @@ def test_trl_sft_trainer_trains_exactly_the_assistant_turns_with_real_templates(
         activation_checkpointing=False,
         seed=0,
     )
-    trainer = SFTTrainer(model=tiny_llama(tokenizer), args=args, train_dataset=train, processing_class=tokenizer)
+    trainer = SFTTrainer(model=script_modules.load("grpo_cpu_example").tiny_model(tokenizer, max_positions=4096), args=args, train_dataset=train, processing_class=tokenizer)
     assert trainer.chat_template == getattr(templates, setup["training"])  # TRL's own training template
     result = trainer.train()
     assert math.isfinite(result.training_loss)

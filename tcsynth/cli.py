@@ -393,7 +393,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("dir", help="the export's root directory")
     sub.set_defaults(run=cmd_verify_export)
 
-    sub = commands.add_parser("publish", help="stage the complete Hub repository (with a fresh tasks/ export) and upload it as one commit")
+    sub = commands.add_parser("publish", help="stage the complete Hub repository (with a fresh tasks/ export) and upload it (HfApi.upload_folder)")
     sub.add_argument("repo_id", help="the Hub dataset repository, e.g. apurvaga/textcraft-synth (it must exist)")
     sub.add_argument("--stage", metavar="DIR", help="where to stage the tree (default: a temporary directory, removed after the upload)")
     sub.add_argument("--dry-run", action="store_true", help="stage only (needs --stage); upload nothing")

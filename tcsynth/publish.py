@@ -1,4 +1,4 @@
-"""Publishing: the Hub repository's whole tree, staged on disk, then uploaded as one commit.
+"""Publishing: the Hub repository's whole tree, staged on disk, then uploaded with ``HfApi.upload_folder``.
 
 The Hub repository is the dataset card and everything a user of any product needs: the Parquet configs
 for ``datasets``, the package and its command line, and the Harbor tasks that ``registry.json`` points at.
@@ -22,8 +22,10 @@ two stages of the same checkout hold the same paths, bytes and modes.  The tree 
 directory and renamed into place once complete; an existing STAGE is replaced only when it is empty or
 holds our marker (or with ``force``).
 
-:func:`upload` sends a staged tree to the Hub as a single commit (``HfApi.create_commit`` with one
-``CommitOperationAdd`` per file, ``repo_type="dataset"``); :func:`publish` does both.
+:func:`upload` sends a staged tree to the Hub with ``HfApi.upload_folder`` (``repo_type="dataset"``, the
+marker left out): with ``huggingface_hub`` 2.x (2.4 tested) and ``hf_xet`` it commits a large tree in
+several batches below the Hub's limits and resumes an interrupted upload, where one ``create_commit`` of
+38,000 files would not; older versions make one commit.  :func:`publish` stages, then uploads.
 
 >>> staged = stage("build/hub")                                         # doctest: +SKIP
 >>> staged.file_count, staged.total_bytes                               # doctest: +SKIP
@@ -39,7 +41,7 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import game, store
 from .errors import UserError
@@ -57,7 +59,6 @@ OPTIONAL_DIRS = ("tests", "scripts", "benchmarks", "docs", "results")
 SKIPPED_SUFFIXES = (".pyc", ".pyo", ".egg-info")
 REPO_TYPE = "dataset"
 # The Hub makes this file with the repository (its LFS patterns); a stage never holds it.
-KEPT_ON_HUB = (".gitattributes",)
 COMMIT_MESSAGE = "Publish TextCraft-Synth: the Parquet configs, the package and every Harbor task"
 
 
@@ -295,20 +296,21 @@ def read_stage(stage_dir: Path) -> StagedTree:
 # ------------------------------------------------------------------------------------------------ upload
 
 
-def commit_operations(staged: StagedTree) -> List[Any]:
-    """One ``CommitOperationAdd`` per staged file, in path order (read from disk at upload time)."""
-    from huggingface_hub import CommitOperationAdd
-
-    return [CommitOperationAdd(path_in_repo=relative, path_or_fileobj=str(staged.root / relative)) for relative in staged.files]
-
-
-def deletions(staged: StagedTree, remote_files: Sequence[str]) -> List[Any]:
-    """``CommitOperationDelete`` for each file of ``remote_files`` that is not staged (bar ``.gitattributes``)."""
-    from huggingface_hub import CommitOperationDelete
-
-    staged_files = set(staged.files)
-    kept = set(KEPT_ON_HUB)
-    return [CommitOperationDelete(path_in_repo=name) for name in sorted(remote_files) if name not in staged_files and name not in kept]
+def upload_arguments(staged: StagedTree, repo_id: str, revision: Optional[str] = None, create_pr: bool = False,
+                     token: Optional[str] = None, commit_message: str = COMMIT_MESSAGE, delete_missing: bool = False) -> Dict[str, Any]:
+    """The keyword arguments of the ``HfApi.upload_folder`` call that uploads ``staged`` (see :func:`upload`)."""
+    return dict(
+        repo_id=repo_id,
+        folder_path=str(staged.root),
+        repo_type=REPO_TYPE,
+        revision=revision,
+        create_pr=create_pr,
+        token=token,
+        commit_message=commit_message,
+        ignore_patterns=[MARKER],
+        # Every remote file the stage does not hold; huggingface_hub always keeps .gitattributes.
+        delete_patterns=["*"] if delete_missing else None,
+    )
 
 
 def upload(
@@ -321,41 +323,31 @@ def upload(
     commit_message: str = COMMIT_MESSAGE,
     delete_missing: bool = False,
 ) -> Any:
-    """Upload ``staged`` to the dataset repository ``repo_id`` as one commit; returns the ``CommitInfo``.
+    """Upload ``staged`` to the dataset repository ``repo_id``; returns the ``CommitInfo`` (of the last commit).
 
     Args:
         staged (`StagedTree`): from :func:`stage` or :func:`read_stage`.
         repo_id (`str`): ``namespace/name`` of an existing dataset repository.
         revision (`str`, optional): the branch to commit to (default: ``main``).
-        create_pr (`bool`, defaults to `False`): open a pull request with the commit instead.
+        create_pr (`bool`, defaults to `False`): open a pull request with the upload instead.
         token (`str`, optional): a Hub token; `None` lets ``huggingface_hub`` find one
             (``HF_TOKEN``, then the token saved by ``hf auth login``).
         api (optional): an ``HfApi`` (tests pass a stand-in); default ``HfApi(token=token)``.
-        commit_message (`str`): the commit's summary line.
-        delete_missing (`bool`, defaults to `False`): also delete, in the same commit, every file the
-            repository holds at ``revision`` that the stage does not (``.gitattributes`` is kept).
+        commit_message (`str`): the commit's summary line (later batches get `` (part N)``).
+        delete_missing (`bool`, defaults to `False`): also delete every file the repository holds at
+            ``revision`` that the stage does not (``.gitattributes`` is kept).
 
-    Without ``delete_missing`` files the repository holds that the stage does not are left alone.
-    Errors from the Hub (no such repository, no token, no permission) raise :class:`PublishError`.
+    Without ``delete_missing`` files the repository holds that the stage does not are left alone.  Run it
+    again after an interruption: what was committed is skipped.  Errors from the Hub (no such repository,
+    no token, no permission) raise :class:`PublishError`.
     """
     check_repo_id(repo_id)
     if api is None:
         from huggingface_hub import HfApi
 
         api = HfApi(token=token)
-    operations = commit_operations(staged)
     try:
-        if delete_missing:
-            operations += deletions(staged, api.list_repo_files(repo_id, revision=revision, repo_type=REPO_TYPE, token=token))
-        return api.create_commit(
-            repo_id=repo_id,
-            operations=operations,
-            commit_message=commit_message,
-            repo_type=REPO_TYPE,
-            revision=revision,
-            create_pr=create_pr,
-            token=token,
-        )
+        return api.upload_folder(**upload_arguments(staged, repo_id, revision, create_pr, token, commit_message, delete_missing))
     except _hub_errors() as error:
         raise PublishError(_hub_error_line(repo_id, error)) from error
 
@@ -412,7 +404,7 @@ def publish(
     progress: bool = False,
     log: Callable[[str], None] = lambda line: None,
 ) -> Tuple[StagedTree, Any]:
-    """Stage the Hub tree and, unless ``dry_run``, upload it as one commit; returns (tree, commit info).
+    """Stage the Hub tree and, unless ``dry_run``, upload it (:func:`upload`); returns (tree, commit info).
 
     Without ``stage_dir`` the tree is staged in a temporary directory removed at the end (a dry run then
     only proves that the tree can be built).  The repository id is checked before anything is staged.

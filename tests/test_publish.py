@@ -1,9 +1,10 @@
-"""The Hub tree: staged from the checkout, read by Harbor's own client over git and by ``datasets``, uploaded in one commit.
+"""The Hub tree: staged from the checkout, read by Harbor's own client over git and by ``datasets``, uploaded by upload_folder.
 
 Most tests stage a small checkout made in ``tmp_path`` (six tasks); the full tree (3,154 tasks) is staged
 once per session for the end-to-end checks: Harbor downloads the val dataset from it over ``git://`` and
-lints every task, ``datasets`` loads its configs, and the upload sends every file in one commit to a
-recording stand-in for ``HfApi`` (the Hub cannot be reached from the tests).
+lints every task, ``datasets`` loads its configs, and the upload hands the stage to a recording stand-in
+for ``HfApi.upload_folder`` (the Hub cannot be reached from the tests), whose own file filter must pick
+exactly the staged files.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Dict, List, Tuple
 import datasets
 import pyarrow.parquet as pq
 import pytest
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+from huggingface_hub.utils import filter_repo_objects
 from huggingface_hub.errors import RepositoryNotFoundError
 
 import harbor_venv
@@ -237,26 +238,27 @@ def test_read_stage_refuses_a_directory_without_the_marker(tmp_path):
 
 
 class RecordingApi:
-    """Stands in for ``HfApi``: records each ``create_commit`` call, or raises ``error`` when given one."""
+    """Stands in for ``HfApi``: records each ``upload_folder`` call, or raises ``error`` when given one."""
 
-    def __init__(self, error: Exception = None, remote_files: Tuple[str, ...] = ()):
+    def __init__(self, error: Exception = None):
         self.calls: List[Dict[str, Any]] = []
-        self.listed: List[Dict[str, Any]] = []
         self.error = error
-        self.remote_files = remote_files
 
-    def list_repo_files(self, repo_id: str, **kwargs: Any) -> List[str]:
-        self.listed.append(dict(kwargs, repo_id=repo_id))
-        return list(self.remote_files)
-
-    def create_commit(self, **kwargs: Any) -> Any:
+    def upload_folder(self, **kwargs: Any) -> Any:
         self.calls.append(kwargs)
         if self.error is not None:
             raise self.error
         return "https://huggingface.co/datasets/%s/commit/0123" % kwargs["repo_id"]
 
 
-def test_publish_uploads_every_staged_file_in_one_commit(checkout, tmp_path):
+def uploaded_files(call: Dict[str, Any]) -> List[str]:
+    """The files an ``upload_folder`` call sends: its folder's files through huggingface_hub's own filter."""
+    root = Path(call["folder_path"])
+    everything = sorted(path.relative_to(root).as_posix() for path in root.rglob("*") if path.is_file())
+    return sorted(filter_repo_objects(everything, allow_patterns=call.get("allow_patterns"), ignore_patterns=call.get("ignore_patterns")))
+
+
+def test_publish_uploads_every_staged_file_and_nothing_else(checkout, tmp_path):
     api = RecordingApi()
     staged, result = publish.publish(
         "org/textcraft-synth", stage_dir=tmp_path / "hub", revision="dev", create_pr=True, token="hf_test",
@@ -265,16 +267,25 @@ def test_publish_uploads_every_staged_file_in_one_commit(checkout, tmp_path):
     assert result == "https://huggingface.co/datasets/org/textcraft-synth/commit/0123"
     assert len(api.calls) == 1
     call = api.calls[0]
-    assert {key: call[key] for key in ("repo_id", "repo_type", "revision", "create_pr", "token")} == {
+    assert {key: call[key] for key in ("repo_id", "repo_type", "revision", "create_pr", "token", "delete_patterns")} == {
         "repo_id": "org/textcraft-synth", "repo_type": "dataset", "revision": "dev", "create_pr": True, "token": "hf_test",
+        "delete_patterns": None,
     }
     assert call["commit_message"]
-    operations = call["operations"]
-    assert all(isinstance(op, CommitOperationAdd) for op in operations)
-    assert [op.path_in_repo for op in operations] == list(staged.files)
-    for op in operations:
-        assert Path(op.path_or_fileobj).read_bytes() == (staged.root / op.path_in_repo).read_bytes()
+    assert Path(call["folder_path"]) == staged.root
+    assert uploaded_files(call) == list(staged.files)  # the marker stays home
     assert (tmp_path / "hub" / publish.MARKER).exists()  # an explicit stage directory is kept
+
+
+def test_the_upload_arguments_are_what_upload_folder_takes():
+    import inspect
+
+    from huggingface_hub import HfApi
+
+    staged = publish.StagedTree(Path("/nowhere"), ("README.md",), 1, 0)  # root, files, bytes, tasks
+    arguments = publish.upload_arguments(staged, "org/textcraft-synth", delete_missing=True)
+    assert set(arguments) <= set(inspect.signature(HfApi.upload_folder).parameters)
+    assert (arguments["revision"], arguments["create_pr"], arguments["token"], arguments["delete_patterns"]) == (None, False, None, ["*"])
 
 
 def test_upload_defaults_to_main_without_a_pull_request(checkout, tmp_path):
@@ -284,20 +295,15 @@ def test_upload_defaults_to_main_without_a_pull_request(checkout, tmp_path):
     assert [(c["revision"], c["create_pr"], c["token"], c["repo_type"]) for c in api.calls] == [(None, False, None, "dataset")]
 
 
-def test_delete_missing_removes_what_the_stage_no_longer_holds_in_the_same_commit(checkout, tmp_path):
+def test_delete_missing_asks_to_delete_every_remote_file_the_stage_does_not_hold(checkout, tmp_path):
     staged = publish.stage(tmp_path / "hub", repo_root=checkout)
-    remote = (".gitattributes", "README.md", "tasks/textcraft-synth-train-easy-99999/task.toml", "old-notes.md")
-    api = RecordingApi(remote_files=remote)
+    api = RecordingApi()
     publish.upload(staged, "org/textcraft-synth", revision="dev", token="hf_test", api=api, delete_missing=True)
-    assert api.listed == [{"repo_id": "org/textcraft-synth", "revision": "dev", "repo_type": "dataset", "token": "hf_test"}]
-    assert len(api.calls) == 1
-    operations = api.calls[0]["operations"]
-    deleted = [op.path_in_repo for op in operations if isinstance(op, CommitOperationDelete)]
-    assert deleted == ["old-notes.md", "tasks/textcraft-synth-train-easy-99999/task.toml"]
-    assert [op.path_in_repo for op in operations if isinstance(op, CommitOperationAdd)] == list(staged.files)
-    api = RecordingApi(remote_files=remote)
+    assert api.calls[0]["delete_patterns"] == ["*"]  # huggingface_hub keeps .gitattributes and the files uploaded
+    assert uploaded_files(api.calls[0]) == list(staged.files)
+    api = RecordingApi()
     publish.upload(staged, "org/textcraft-synth", api=api)  # by default the Hub's other files stay
-    assert api.listed == [] and not any(isinstance(op, CommitOperationDelete) for op in api.calls[0]["operations"])
+    assert api.calls[0]["delete_patterns"] is None
 
 
 def test_dry_run_stages_and_uploads_nothing(checkout, tmp_path):
@@ -310,7 +316,7 @@ def test_dry_run_stages_and_uploads_nothing(checkout, tmp_path):
 def test_a_temporary_stage_is_removed_after_the_upload(checkout):
     api = RecordingApi()
     staged, _ = publish.publish("org/textcraft-synth", api=api, repo_root=checkout)
-    assert len(api.calls) == 1 and len(api.calls[0]["operations"]) == staged.file_count
+    assert len(api.calls) == 1 and len(staged.files) == staged.file_count
     assert not staged.root.exists()
 
 
@@ -356,13 +362,13 @@ def test_the_full_stage_holds_every_task_and_config(hub_stage):
     assert "tcsynth/publish.py" in hub_stage.files and "README.md" in hub_stage.files
 
 
-def test_upload_of_the_full_stage_is_one_commit_of_every_file(hub_stage):
+def test_upload_of_the_full_stage_sends_every_file(hub_stage):
     api = RecordingApi()
     publish.upload(hub_stage, "org/textcraft-synth", revision="main", api=api)
     assert len(api.calls) == 1
-    operations = api.calls[0]["operations"]
-    assert [op.path_in_repo for op in operations] == list(hub_stage.files)
-    assert sum(op.upload_info.size for op in operations) == hub_stage.total_bytes
+    files = uploaded_files(api.calls[0])
+    assert files == list(hub_stage.files)
+    assert sum((hub_stage.root / name).stat().st_size for name in files) == hub_stage.total_bytes
 
 
 @pytest.fixture(scope="module")

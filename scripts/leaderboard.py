@@ -25,15 +25,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tcsynth import records, store  # noqa: E402
-from tcsynth.evaluate import (  # noqa: E402
-    AgentSpec,
-    EvalRequest,
-    Protocol,
-    evaluate,
-    result_files,
-    run_episodes,
-    write_results,
-)
+from tcsynth.eval_dir import result_files, write_results  # noqa: E402
+from tcsynth.evaluate import AgentSpec, EvalRequest, Protocol, evaluate, run_episodes  # noqa: E402
 
 RESULTS_DIR = REPO / "results"
 README = REPO / "README.md"

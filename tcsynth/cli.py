@@ -236,7 +236,7 @@ def _agent_options(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from . import evaluate
+    from . import eval_dir, evaluate
 
     spec = evaluate.AgentSpec(args.agent, tuple(sorted(_agent_options(args).items())))
     try:
@@ -255,7 +255,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         record_turns=not args.no_turns,
     )
     out = Path(args.out)
-    summary = evaluate.run_into(request, out, force=args.force, resume=args.resume, progress=not args.quiet)
+    summary = eval_dir.run_into(request, out, force=args.force, resume=args.resume, progress=not args.quiet)
     overall = summary["overall"]
     print(
         "%s on %s/%s: %d/%d solved (%.1f%%, 95%% CI %.1f-%.1f), score %.1f -> %s"
@@ -264,7 +264,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
     if summary["aborted"]:
         reason, _ = summary["abort_reasons"][0]
-        print("error: %d of %d episodes aborted (%s); see %s" % (summary["aborted"], overall["episodes"], reason, out / evaluate.SUMMARY_MD_FILE), file=sys.stderr)
+        print("error: %d of %d episodes aborted (%s); see %s" % (summary["aborted"], overall["episodes"], reason, out / eval_dir.SUMMARY_MD_FILE), file=sys.stderr)
         return 1
     return 0
 

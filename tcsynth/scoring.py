@@ -1,8 +1,8 @@
 """The summary of an eval run: success rates with Wilson intervals, the depth-milestone score, usage.
 
-Pure functions of the episode records (see :func:`tcsynth.evaluate.run_episode`); the runner writes
-what :func:`summarize` returns as ``summary.json`` and :func:`summary_markdown` as ``summary.md``.  The score is
-described in :mod:`tcsynth.evaluate`.
+Pure functions of the episode records (see :func:`tcsynth.evaluate.run_episode`); the run directory
+(:mod:`tcsynth.eval_dir`) writes what :func:`summarize` returns as ``summary.json`` and
+:func:`summary_markdown` as ``summary.md``.  The score is described in :mod:`tcsynth.evaluate`.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tcsynth import cli, evaluate
+from tcsynth import cli, eval_dir, evaluate
 from tcsynth.agents import OpenAIAgent
 
 
@@ -26,7 +26,7 @@ def files_of(out):
 
 
 def lines_of(out):
-    return (out / evaluate.EPISODES_FILE).read_text().splitlines()
+    return (out / eval_dir.EPISODES_FILE).read_text().splitlines()
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +61,9 @@ def test_resume_keeps_finished_lines_and_replays_torn_and_aborted_ones(tmp_path)
     kept[1]["aborted"] = "the endpoint went away"  # an aborted episode is played again
     torn = lines[5][: len(lines[5]) // 2]
     shuffled = [kept[3], kept[0], kept[4], kept[2], kept[1]]
-    (out / evaluate.EPISODES_FILE).write_text("".join(evaluate.episode_line(e) + "\n" for e in shuffled) + torn)
-    (out / evaluate.SUMMARY_FILE).unlink()
-    (out / evaluate.SUMMARY_MD_FILE).unlink()
+    (out / eval_dir.EPISODES_FILE).write_text("".join(evaluate.episode_line(e) + "\n" for e in shuffled) + torn)
+    (out / eval_dir.SUMMARY_FILE).unlink()
+    (out / eval_dir.SUMMARY_MD_FILE).unlink()
 
     assert run_cli(*PLANNER, "--out", str(out), "--resume") == 0
     resumed = lines_of(out)
@@ -71,7 +71,7 @@ def test_resume_keeps_finished_lines_and_replays_torn_and_aborted_ones(tmp_path)
     assert json.loads(resumed[0])["steps"] == 999  # kept as it was, and put back in task order
     assert resumed[1:] == lines[1:]  # the aborted and the torn episode were played again, the rest kept or played
     assert files_of(out)["protocol.json"] == complete["protocol.json"]
-    assert json.loads((out / evaluate.SUMMARY_FILE).read_text())["overall"]["episodes"] == 16
+    assert json.loads((out / eval_dir.SUMMARY_FILE).read_text())["overall"]["episodes"] == 16
 
 
 @pytest.mark.parametrize(
@@ -108,7 +108,7 @@ def test_an_earlier_run_needs_resume_or_force(tmp_path, capsys):
 def test_a_run_without_a_protocol_file_cannot_be_resumed(tmp_path, capsys):
     out = tmp_path / "run"
     assert run_cli(*PLANNER, "--out", str(out)) == 0
-    (out / evaluate.PROTOCOL_FILE).unlink()
+    (out / eval_dir.PROTOCOL_FILE).unlink()
     capsys.readouterr()
     assert run_cli(*PLANNER, "--out", str(out), "--resume") == 1
     assert "holds no protocol.json" in capsys.readouterr().err
@@ -174,7 +174,7 @@ def test_a_killed_run_resumes_without_redoing_finished_episodes(repo, tmp_path, 
 
         out = tmp_path / "killed"
         child = subprocess.Popen(command + ["--out", str(out)], cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        episodes = out / evaluate.EPISODES_FILE
+        episodes = out / eval_dir.EPISODES_FILE
         deadline = time.monotonic() + 120
         while not (episodes.exists() and episodes.read_bytes().count(b"\n") >= 5):
             assert child.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
@@ -186,7 +186,7 @@ def test_a_killed_run_resumes_without_redoing_finished_episodes(repo, tmp_path, 
 
         on_disk = episodes.read_bytes()
         finished = {json.loads(line)["name"] for line in on_disk.split(b"\n")[:-1]}
-        assert 5 <= len(finished) < 16 and not (out / evaluate.SUMMARY_FILE).exists()
+        assert 5 <= len(finished) < 16 and not (out / eval_dir.SUMMARY_FILE).exists()
         seeds = seeds_of(finished)
 
         subprocess.run(command + ["--out", str(out), "--resume"], cwd=repo, check=True, stdout=subprocess.DEVNULL)
@@ -194,7 +194,7 @@ def test_a_killed_run_resumes_without_redoing_finished_episodes(repo, tmp_path, 
         assert redone == []  # no finished episode asked the server anything again
         assert len(stand_in.log) < whole_requests <= first_requests + len(stand_in.log)
         assert files_of(out) == files_of(tmp_path / "whole")
-        summary = json.loads((out / evaluate.SUMMARY_FILE).read_text())
+        summary = json.loads((out / eval_dir.SUMMARY_FILE).read_text())
         assert summary["usage"]["requests"] == whole_requests
     finally:
         stand_in.stop()

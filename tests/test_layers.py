@@ -28,6 +28,7 @@ LAYERS = (
     ("recursive_env",),  # the chat environment of a recursive tree and its runner: env and agents together
     ("scoring",),  # an eval run's summary and score
     ("build", "evaluate", "publish"),  # jobs that combine products
+    ("eval_dir",),  # an eval run's directory: streamed episodes, resume, the result files (on top of evaluate)
     ("cli",),
     ("__init__", "__main__"),
 )

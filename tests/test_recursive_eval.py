@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tcsynth import agents, evaluate, recursive
+from tcsynth import agents, eval_dir, evaluate, recursive
 from tcsynth.agents import RecursivePlannerAgent, make_agent
 from tcsynth.recursive_env import RecursiveTextCraftEnv, play
 
@@ -117,7 +117,7 @@ def test_eval_recursive_planner_batch_solves_every_val_task(repo, tmp_path):
         cwd=repo, capture_output=True, text=True,
     )
     assert result.returncode == 0, result.stderr
-    summary = json.loads((out / evaluate.SUMMARY_FILE).read_text())
+    summary = json.loads((out / eval_dir.SUMMARY_FILE).read_text())
     assert summary["overall"]["successes"] == summary["overall"]["episodes"] == 632
     delegation = summary["delegation"]
     non_easy = [d for name, d in delegation["by_difficulty"].items() if name != "easy"]

@@ -15,6 +15,14 @@ from typing import Any, Callable, Iterator, List, Sequence
 from .errors import UserError
 
 
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system has one, as under ``taskset``)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 class BackgroundError(UserError):
     """The second process died without an answer (killed, out of memory)."""
 
@@ -41,7 +49,7 @@ def start(function: Callable[..., Any], *args: Any, what: str = "the second proc
     """
     import multiprocessing
 
-    if "fork" not in multiprocessing.get_all_start_methods() or (os.cpu_count() or 1) < 2:
+    if "fork" not in multiprocessing.get_all_start_methods() or cores() < 2:
         try:
             answer = (True, function(*args))
         except Exception as error:
@@ -86,7 +94,7 @@ def imap(function: Callable[[Any], Any], items: Sequence[Any], processes: int = 
     """
     import multiprocessing
 
-    processes = min(processes, os.cpu_count() or 1, len(items))
+    processes = min(processes, cores(), len(items))
     if processes < 2 or "fork" not in multiprocessing.get_all_start_methods():
         yield from map(function, items)
         return

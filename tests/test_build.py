@@ -109,6 +109,16 @@ def test_a_losing_gold_trajectory_fails_the_build(data, existing_data, monkeypat
     _assert_untouched(existing_data)
 
 
+def test_one_core_builds_the_same_files_without_forking(data, monkeypatch):
+    from tcsynth import background
+
+    names = ["tasks", "easy", "recipes"]
+    forked = build.verified_products(data, names, progress=False)
+    monkeypatch.setattr(background, "cores", lambda: 1)
+    monkeypatch.setattr(background, "_child", lambda *args: pytest.fail("a child was forked on one core"))
+    assert build.verified_products(data, names, progress=False) == forked
+
+
 def test_a_checking_process_that_dies_stops_the_build(data, existing_data, monkeypatch):
     from tcsynth import background
 

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
-from .. import store
+from .. import background, store
 from .layout import DIR_MODE, EXPORT_MARKER, FILE_MODE, TASK_DIRECTORIES, TASKS_DIR, ExportError, TaskFile
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -109,7 +109,7 @@ def _write_tasks(writer: TreeWriter, tasks_dir: str, tasks: Sequence[Tuple[str, 
     second half of the tasks while this one writes the first.  The first task is written before the fork,
     so both processes hard-link the shared files to the same first copies.
     """
-    can_fork = hasattr(os, "fork") and (os.cpu_count() or 1) > 1 and len(tasks) >= PARALLEL_WRITE_TASKS
+    can_fork = hasattr(os, "fork") and background.cores() > 1 and len(tasks) >= PARALLEL_WRITE_TASKS
     if not can_fork:
         for name, files in tasks:
             writer.task(os.path.join(tasks_dir, name), files)

@@ -23,6 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import script_modules
+
 from tcsynth import game, records
 
 FUZZ = settings(derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -73,16 +75,8 @@ def calls(draw, row):
     return plan
 
 
-def honest_log(world, row, plan) -> bytes:
-    """The bytes the command writes for ``plan`` (stopping at finish), as play_command would."""
-    episode = game.Game.for_task(world, records.engine_task(row))
-    lines = []
-    for tool, arguments in plan:
-        if episode.finished or game.record_problem(tool, arguments) is not None:
-            break
-        answer = episode.call(tool, arguments)
-        lines.append(game.format_record(len(lines) + 1, tool, arguments, game.craft_succeeded(answer) if tool == "craft" else None))
-    return b"".join(lines)
+# The bytes the command writes for a plan (stopping at finish), as play_command would: the long fuzz run's.
+honest_log = script_modules.load("fuzz_verifier", "benchmarks").honest_log
 
 
 def check_grading(world, row, data: bytes) -> game.Verdict:

@@ -292,10 +292,10 @@ def product_jobs(names: Optional[Sequence[str]] = None) -> List[Job]:
 
 
 def product_files(data: Records, names: Optional[Sequence[str]] = None, jobs: Optional[Sequence[Job]] = None,
-                  progress: bool = True, shared_files: bool = True, rendered: Optional[Mapping[Job, List[Dict[str, Any]]]] = None) -> Dict[str, bytes]:
+                  progress: bool = True, rendered: Optional[Mapping[Job, List[Dict[str, Any]]]] = None) -> Dict[str, bytes]:
     """Files of ``data/`` ({relative path: bytes}) derived from the records: the Parquet files of ``jobs``
     (default: every split of the configs ``names``, default all; ``rendered`` holds rows already made for
-    some) and, with ``shared_files``, the world and its license.
+    some), with the world and its license.
 
     This thread makes each file's rows and Arrow table; Parquet encoding and compression run in worker
     threads (pyarrow releases the GIL) meanwhile.  A config of one difficulty whose whole config is made
@@ -305,7 +305,7 @@ def product_files(data: Records, names: Optional[Sequence[str]] = None, jobs: Op
 
     import pyarrow.compute as pc
 
-    files = {records.RECIPES_FILE: data.recipes_bytes, records.LICENSE_FILE: data.license_bytes} if shared_files else {}
+    files = {records.RECIPES_FILE: data.recipes_bytes, records.LICENSE_FILE: data.license_bytes}
     pending = {}
     tables = {}  # (config, split) -> its Arrow table, for the configs that are filtered from it
     with ThreadPoolExecutor(max_workers=2) as pool:

@@ -197,15 +197,13 @@ class World:
         """``json.dumps(self.describe(item, held))``: the text around the count is made once per item of the
         world (``get_info`` answers are most of what the engine encodes)."""
         parts = self._described.get(item)
-        if parts is None:
-            if not (item in self.depths or item in self.recipes or item in self.base_items) or type(held) is not int:
+        if parts is None or type(held) is not int:
+            if type(held) is not int or not (item in self.depths or item in self.recipes or item in self.base_items):
                 return json.dumps(self.describe(item, held))  # names outside the world are not kept
             entry = self.describe(item, 0)
             head = json.dumps({key: entry[key] for key in ("item", "can_craft", "is_base")})
             tail = json.dumps({key: entry[key] for key in ("crafting_depth", "recipes")})
             parts = self._described[item] = (head[:-1] + ', "in_inventory": ', ", " + tail[1:])
-        if type(held) is not int:
-            return json.dumps(self.describe(item, held))
         return parts[0] + str(held) + parts[1]
 
 
